@@ -1,0 +1,80 @@
+"""Training loggers: results.csv with the ultralytics columns (and format), TensorBoard scalars when a writer
+package imports, and results.png at the end through utils.plots.plot_results."""
+import importlib
+from pathlib import Path
+
+from utils.general import LOGGER, colorstr
+
+KEYS = ["train/box_loss", "train/obj_loss", "train/cls_loss",  # train loss
+        "metrics/precision", "metrics/recall", "metrics/mAP_0.5", "metrics/mAP_0.5:0.95",  # metrics
+        "val/box_loss", "val/obj_loss", "val/cls_loss",  # val loss
+        "x/lr0", "x/lr1", "x/lr2"]  # learning rate per parameter group (bias, weight, norm weight)
+
+
+def _summary_writer():
+    """A SummaryWriter class from tensorboardX, or from the PyTorch install's tensorboard bridge (which needs the
+    tensorboard package); None when neither works. Imported lazily: TensorBoard is optional."""
+    for name in ("tensorboardX", "torch.utils.tensorboard"):
+        try:
+            if name.startswith("torch"):
+                from utils.backend import IS_TORCH
+                if not IS_TORCH:
+                    continue
+            return importlib.import_module(name).SummaryWriter
+        except Exception:
+            continue
+    return None
+
+
+def read_results_csv(file):
+    """Rows of results.csv as a list of dicts of floats (header names stripped of their padding)."""
+    lines = Path(file).read_text().splitlines()
+    keys = [k.strip() for k in lines[0].split(",")]
+    return [dict(zip(keys, (float(v) for v in line.split(",")))) for line in lines[1:] if line.strip()]
+
+
+class Loggers:
+    """One object the trainer calls at fixed points; each sink is optional and failures in a sink only warn."""
+
+    def __init__(self, save_dir, opt=None, hyp=None, include=("csv", "tb")):
+        self.save_dir = Path(save_dir)
+        self.csv = self.save_dir / "results.csv"
+        self.keys = KEYS
+        self.tb = None
+        if "tb" in include:
+            writer = _summary_writer()
+            if writer is not None:
+                try:
+                    self.tb = writer(str(self.save_dir))
+                    LOGGER.info(f"{colorstr('TensorBoard: ')}Start with 'tensorboard --logdir {self.save_dir.parent}'")
+                except Exception as e:
+                    LOGGER.warning(f"TensorBoard disabled: {e}")
+
+    def on_fit_epoch_end(self, vals, epoch):
+        """Append one results.csv row (epoch, then the 13 values in KEYS order) and the TensorBoard scalars."""
+        n = len(self.keys) + 1
+        header = "" if self.csv.exists() else (("%20s," * n % tuple(["epoch"] + self.keys)).rstrip(",") + "\n")
+        row = ("%20.5g," * n % tuple([epoch] + [float(v) for v in vals])).rstrip(",") + "\n"
+        with open(self.csv, "a") as f:
+            f.write(header + row)
+        if self.tb is not None:
+            for k, v in zip(self.keys, vals):
+                self.tb.add_scalar(k, float(v), epoch)
+
+    def truncate_csv(self, epochs_done):
+        """Keep the header and the first `epochs_done` rows: a resumed run rewrites the rows of the epoch that was
+        killed after its CSV row but before its checkpoint (or vice versa) so the file matches the checkpoint."""
+        if not self.csv.exists():
+            return
+        lines = self.csv.read_text().splitlines(keepends=True)
+        self.csv.write_text("".join(lines[:1 + max(epochs_done, 0)]))
+
+    def on_train_end(self, plots=True):
+        if plots and self.csv.exists():
+            try:
+                from utils.plots import plot_results
+                plot_results(file=self.csv)
+            except Exception as e:  # plots are a convenience: never fail a finished training over them
+                LOGGER.warning(f"WARNING ⚠️ results.png not plotted: {e}")
+        if self.tb is not None:
+            self.tb.close()

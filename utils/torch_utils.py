@@ -1,0 +1,214 @@
+"""Model and training helpers that users import from utils.torch_utils as in ultralytics: ModelEMA, smart_optimizer,
+de_parallel, intersect_dicts, EarlyStopping, model_info, select_device (re-exported from utils.backend).
+
+Framework calls go through utils.backend; nothing here branches on the backend except through its capability flags.
+"""
+import contextlib
+import math
+import time
+from copy import deepcopy
+
+import numpy as np
+
+from utils import backend
+from utils.backend import nn, torch, select_device  # noqa: F401  (select_device re-exported for ultralytics users)
+from utils.general import LOGGER, colorstr
+from utils.model_stats import count_flops, fuse_conv_and_bn, model_summary  # noqa: F401  (ultralytics import names)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Small helpers
+def time_sync():
+    """time.time() after waiting for pending CUDA work, so timings measure the work and not its launch."""
+    if backend.cuda_available():
+        torch.cuda.synchronize()
+    return time.time()
+
+
+def is_parallel(model):
+    return type(model).__name__ in ("DataParallel", "DistributedDataParallel")
+
+
+def de_parallel(model):
+    """The bare model inside a DP/DDP wrapper (state dicts and attributes live there)."""
+    return model.module if is_parallel(model) else model
+
+
+@contextlib.contextmanager
+def torch_distributed_zero_first(local_rank):
+    """Rank 0 (or the single process) runs the body first; the other ranks wait, then run it (e.g. label caching)."""
+    if local_rank not in (-1, 0):
+        backend.barrier()
+    yield
+    if local_rank == 0:
+        backend.barrier()
+
+
+def intersect_dicts(da, db, exclude=()):
+    """Entries of da whose key is in db with the same shape, skipping keys that contain any of `exclude`
+    (used to transfer pretrained weights into a model with another class count or anchors)."""
+    return {k: v for k, v in da.items()
+            if k in db and all(x not in k for x in exclude) and tuple(v.shape) == tuple(db[k].shape)}
+
+
+def is_norm(module):
+    """BatchNorm, SyncBatchNorm, GroupNorm, LayerNorm, InstanceNorm...: found by type name so it holds for both
+    frameworks' classes (their norm weights get no weight decay)."""
+    return any("Norm" in c.__name__ for c in type(module).__mro__ if c.__module__.split(".")[0] != "builtins")
+
+
+def scale_img(img, ratio=1.0, same_shape=False, gs=32):
+    """Resize a (bs,3,h,w) batch by `ratio`, padding to a multiple of gs (test-time augmentation)."""
+    if ratio == 1.0:
+        return img
+    h, w = img.shape[2:]
+    s = (int(h * ratio), int(w * ratio))
+    img = nn.functional.interpolate(img, size=s, mode="bilinear", align_corners=False)
+    if not same_shape:
+        h, w = (math.ceil(x * ratio / gs) * gs for x in (h, w))
+    return nn.functional.pad(img, [0, w - s[1], 0, h - s[0]], value=0.447)
+
+
+def model_info(model, verbose=False, imgsz=640):
+    """Log the official summary line ('YOLOv5n summary: 214 layers, ... GFLOPs'); the counting lives in
+    utils.model_stats (shared with models/yolo.py)."""
+    LOGGER.info(model_summary(model, img_size=imgsz, verbose=verbose))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Optimizer
+def param_groups_by_name(model):
+    """Three lists, found by parameter name and module type (never by position):
+    weights with decay (conv/linear weights), norm weights (no decay), biases (no decay)."""
+    decay, norm, bias = [], [], []
+    for module_name, m in model.named_modules():
+        for p_name, p in m.named_parameters(recurse=False):
+            if p_name == "bias":
+                bias.append(p)
+            elif p_name == "weight" and is_norm(m):
+                norm.append(p)
+            else:
+                decay.append(p)
+    return decay, norm, bias
+
+
+def _fused_kwargs(name, fused, device):
+    """Extra constructor arguments for the fused/foreach optimizer step (utils.multi_tensor decides which)."""
+    if not fused:
+        return {}
+    try:
+        from utils.multi_tensor import optimizer_kwargs
+    except ImportError:
+        return {}
+    import inspect
+    params = inspect.signature(optimizer_kwargs).parameters
+    kw = {k: v for k, v in (("name", name), ("fused", fused), ("device", device)) if k in params}
+    return optimizer_kwargs(**kw) or {}
+
+
+def smart_optimizer(model, name="Adam", lr=0.001, momentum=0.9, decay=1e-5, fused=False):
+    """SGD/Adam/AdamW with the official three parameter groups, in the official order (lr0, lr1, lr2 in results.csv):
+    group 0 biases (no decay; the warmup_bias_lr group), group 1 weights with decay, group 2 norm weights (no decay).
+    All groups are passed to the constructor at once: OneFlow's fused SGD crashes on groups added later."""
+    decay_w, norm_w, biases = param_groups_by_name(model)
+    device = next(model.parameters()).device
+    groups = [{"params": biases, "weight_decay": 0.0},
+              {"params": decay_w, "weight_decay": decay},
+              {"params": norm_w, "weight_decay": 0.0}]
+    kw = _fused_kwargs(name, fused, device)
+    if name == "Adam":
+        opt = torch.optim.Adam(groups, lr=lr, betas=(momentum, 0.999), **kw)
+    elif name == "AdamW":
+        opt = torch.optim.AdamW(groups, lr=lr, betas=(momentum, 0.999), weight_decay=0.0, **kw)
+    elif name == "SGD":
+        opt = torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=True, **kw)
+    else:
+        raise NotImplementedError(f"Optimizer {name} not implemented: use SGD, Adam or AdamW.")
+    LOGGER.info(f"{colorstr('optimizer:')} {name}(lr={lr}) with parameter groups "
+                f"{len(norm_w)} weight(decay=0.0), {len(decay_w)} weight(decay={decay}), {len(biases)} bias")
+    return opt
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# EMA
+def _ema_update(ema_tensors, model_tensors, d, fused):
+    """ema = d * ema + (1 - d) * model over every floating tensor; the fused path lives in utils.multi_tensor."""
+    if fused:
+        try:
+            from utils.multi_tensor import ema_update_
+        except ImportError:
+            ema_update_ = None
+        if ema_update_ is not None:
+            ema_update_(ema_tensors, model_tensors, d, fused)
+            return
+    for e, m in zip(ema_tensors, model_tensors):
+        e.mul_(d).add_(m.detach(), alpha=1 - d)
+
+
+class ModelEMA:
+    """Exponential moving average of the model's state dict (weights and BN buffers), with the official ramp:
+    d = decay * (1 - exp(-updates / tau)), so early updates follow the model closely."""
+
+    def __init__(self, model, decay=0.9999, tau=2000, updates=0, fused=False):
+        self.ema = deepcopy(de_parallel(model)).eval()
+        self.updates = updates
+        self.decay_max, self.tau = decay, tau
+        self.fused = fused
+        for p in self.ema.parameters():
+            p.requires_grad_(False)
+
+    def decay(self, updates):
+        return self.decay_max * (1 - math.exp(-updates / self.tau))
+
+    def update(self, model):
+        self.updates += 1
+        d = self.decay(self.updates)
+        msd = de_parallel(model).state_dict()
+        with backend.no_grad():
+            pairs = [(v, msd[k]) for k, v in self.ema.state_dict().items() if v.dtype.is_floating_point]
+            _ema_update([e for e, _ in pairs], [m for _, m in pairs], d, self.fused)
+
+    def update_attr(self, model, include=(), exclude=("process_group", "reducer")):
+        """Copy plain attributes (nc, hyp, names, stride...) from the model to the EMA."""
+        for k, v in model.__dict__.items():
+            if (len(include) and k not in include) or k.startswith("_") or k in exclude:
+                continue
+            setattr(self.ema, k, v)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Early stopping
+class EarlyStopping:
+    """Stop when fitness has not improved for `patience` epochs (patience 0 disables)."""
+
+    def __init__(self, patience=30):
+        self.best_fitness = 0.0
+        self.best_epoch = 0
+        self.patience = patience or float("inf")
+        self.possible_stop = False
+
+    def __call__(self, epoch, fitness):
+        if fitness >= self.best_fitness:  # >= so that a run stuck at 0 fitness early on still counts as improving
+            self.best_epoch = epoch
+            self.best_fitness = fitness
+        delta = epoch - self.best_epoch
+        self.possible_stop = delta >= (self.patience - 1)
+        stop = delta >= self.patience
+        if stop:
+            LOGGER.info(f"Stopping training early as no improvement observed in last {self.patience} epochs. "
+                        f"Best results observed at epoch {self.best_epoch}, best model saved as best.pt.\n"
+                        f"To update EarlyStopping(patience={self.patience}) pass a new patience value, "
+                        f"i.e. `python train.py --patience 300` or use `--patience 0` to disable EarlyStopping.")
+        return stop
+
+
+def set_seed(seed=0, deterministic=False):
+    """Seed python, numpy and the framework (the per-worker loader seeds derive from the same value)."""
+    import random
+    random.seed(seed)
+    np.random.seed(seed)
+    backend.manual_seed(seed)
+    if deterministic and backend.IS_TORCH:
+        with contextlib.suppress(Exception):
+            torch.use_deterministic_algorithms(True, warn_only=True)
+            torch.backends.cudnn.deterministic = True
