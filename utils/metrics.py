@@ -1,0 +1,259 @@
+"""Detection metrics: box IoU, AP per class (COCO-style 101-point interpolation), confusion matrix, fitness, curves.
+
+Everything after NMS runs in numpy: the statistics are small, and numpy behaves the same under both backends.
+`bbox_iou` (the loss IoU with its fused OneFlow path) lives in utils/iou.py and is re-exported here because
+ultralytics users import it from utils.metrics.
+"""
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+try:
+    from utils.iou import bbox_iou  # noqa: F401  (re-export; owned by the loss helper)
+except ImportError:  # utils/iou.py not built yet: keep metrics importable
+    bbox_iou = None
+
+_trapz = getattr(np, "trapezoid", None) or np.trapz  # numpy 2 renamed trapz
+
+
+def fitness(x):
+    """Model fitness used to pick best.pt: 0.1 * mAP@0.5 + 0.9 * mAP@0.5:0.95 over rows of [P, R, mAP50, mAP50-95]."""
+    w = np.array([0.0, 0.0, 0.1, 0.9])
+    return (np.asarray(x)[..., :4] * w).sum(-1)
+
+
+def _as_numpy(x):
+    if isinstance(x, np.ndarray):
+        return x
+    from utils.backend import to_numpy
+    return to_numpy(x)
+
+
+def box_iou(box1, box2, eps=1e-7):
+    """Pairwise IoU of xyxy boxes: (N,4) x (M,4) -> (N,M). Numpy in, numpy out; tensors in, tensor out."""
+    if not isinstance(box1, np.ndarray) or not isinstance(box2, np.ndarray):
+        from utils.backend import torch
+        a1, a2, b1, b2 = box1[:, None, :2], box1[:, None, 2:4], box2[None, :, :2], box2[None, :, 2:4]
+        inter = (torch.min(a2, b2) - torch.max(a1, b1)).clamp(min=0).prod(2)
+        area1 = (box1[:, 2] - box1[:, 0]) * (box1[:, 3] - box1[:, 1])
+        area2 = (box2[:, 2] - box2[:, 0]) * (box2[:, 3] - box2[:, 1])
+        return inter / (area1[:, None] + area2[None, :] - inter + eps)
+    a1, a2, b1, b2 = box1[:, None, :2], box1[:, None, 2:4], box2[None, :, :2], box2[None, :, 2:4]
+    inter = np.clip(np.minimum(a2, b2) - np.maximum(a1, b1), 0, None).prod(2)
+    area1 = (box1[:, 2] - box1[:, 0]) * (box1[:, 3] - box1[:, 1])
+    area2 = (box2[:, 2] - box2[:, 0]) * (box2[:, 3] - box2[:, 1])
+    return inter / (area1[:, None] + area2[None, :] - inter + eps)
+
+
+def match_predictions(detections, labels, iouv):
+    """Which detections are true positives at each IoU threshold (val.py's process_batch).
+
+    detections (N,6) [xyxy, conf, cls], labels (M,5) [cls, xyxy], iouv (T,) thresholds -> bool (N,T).
+    At every threshold each label is matched to at most one detection and vice versa, highest IoU first."""
+    detections, labels, iouv = _as_numpy(detections), _as_numpy(labels), np.asarray(_as_numpy(iouv))
+    correct = np.zeros((detections.shape[0], iouv.shape[0]), dtype=bool)
+    if not len(detections) or not len(labels):
+        return correct
+    iou = box_iou(labels[:, 1:5].astype(np.float32), detections[:, :4].astype(np.float32))
+    iou = iou * (labels[:, 0:1] == detections[None, :, 5])  # a wrong class never matches
+    for k, thr in enumerate(iouv):
+        li, di = np.nonzero(iou >= thr)
+        if not li.size:
+            continue
+        matches = np.stack((li, di, iou[li, di]), 1)
+        if li.size > 1:
+            matches = matches[matches[:, 2].argsort()[::-1]]
+            matches = matches[np.unique(matches[:, 1], return_index=True)[1]]  # one label per detection
+            matches = matches[np.unique(matches[:, 0], return_index=True)[1]]  # one detection per label
+        correct[matches[:, 1].astype(int), k] = True
+    return correct
+
+
+def smooth(y, f=0.05):
+    """Box filter of width about 2*f*len(y), edges padded with the end values."""
+    nf = round(len(y) * f * 2) // 2 + 1  # odd number of taps
+    p = np.ones(nf // 2)
+    yp = np.concatenate((p * y[0], y, p * y[-1]), 0)
+    return np.convolve(yp, np.ones(nf) / nf, mode="valid")
+
+
+def compute_ap(recall, precision):
+    """AP of one PR curve: precision envelope (monotone from the right), integrated at 101 recall points (COCO).
+    Returns (ap, envelope precision, recall) with sentinels added at both ends."""
+    mrec = np.concatenate(([0.0], recall, [1.0]))
+    mpre = np.concatenate(([1.0], precision, [0.0]))
+    mpre = np.flip(np.maximum.accumulate(np.flip(mpre)))
+    x = np.linspace(0, 1, 101)
+    ap = _trapz(np.interp(x, mrec, mpre), x)
+    return ap, mpre, mrec
+
+
+def ap_per_class(tp, conf, pred_cls, target_cls, plot=False, save_dir=".", names=(), eps=1e-16, prefix=""):
+    """AP, and P/R/F1 at the confidence with the best mean F1, for each class that has labels.
+
+    tp (N,T) bool per detection and IoU threshold, conf (N,), pred_cls (N,), target_cls (M,) classes of all labels.
+    Returns tp, fp, p, r, f1 (each (nc,)), ap (nc,T), unique classes (nc,) int - nc counts classes with labels."""
+    tp, conf, pred_cls, target_cls = (np.asarray(a) for a in (tp, conf, pred_cls, target_cls))
+    tp = tp.reshape(len(conf), -1) if tp.ndim < 2 else tp
+    i = np.argsort(-conf, kind="stable")
+    tp, conf, pred_cls = tp[i], conf[i], pred_cls[i]
+    unique_classes, nt = np.unique(target_cls, return_counts=True)
+    nc = unique_classes.shape[0]
+    px, py = np.linspace(0, 1, 1000), []  # confidence grid for P/R/F1 curves
+    ap, p, r = np.zeros((nc, tp.shape[1])), np.zeros((nc, 1000)), np.zeros((nc, 1000))
+    for ci, c in enumerate(unique_classes):
+        i = pred_cls == c
+        n_l, n_p = nt[ci], i.sum()
+        if n_p == 0 or n_l == 0:
+            continue
+        fpc = (1 - tp[i]).cumsum(0)
+        tpc = tp[i].cumsum(0)
+        recall = tpc / (n_l + eps)
+        precision = tpc / (tpc + fpc)
+        # conf decreases along the detections; np.interp needs increasing x, hence the negations
+        r[ci] = np.interp(-px, -conf[i], recall[:, 0], left=0)
+        p[ci] = np.interp(-px, -conf[i], precision[:, 0], left=1)
+        for j in range(tp.shape[1]):
+            ap[ci, j], mpre, mrec = compute_ap(recall[:, j], precision[:, j])
+            if plot and j == 0:
+                py.append(np.interp(px, mrec, mpre))  # precision at mAP@0.5
+    f1 = 2 * p * r / (p + r + eps)
+    if plot:
+        names = names if isinstance(names, dict) else dict(enumerate(names))
+        names = dict(enumerate([v for k, v in names.items() if k in unique_classes]))
+        save_dir = Path(save_dir)
+        plot_pr_curve(px, py, ap, save_dir / f"{prefix}PR_curve.png", names)
+        plot_mc_curve(px, f1, save_dir / f"{prefix}F1_curve.png", names, ylabel="F1")
+        plot_mc_curve(px, p, save_dir / f"{prefix}P_curve.png", names, ylabel="Precision")
+        plot_mc_curve(px, r, save_dir / f"{prefix}R_curve.png", names, ylabel="Recall")
+    i = smooth(f1.mean(0), 0.1).argmax() if nc else 0  # confidence with the best (smoothed) mean F1
+    p, r, f1 = p[:, i], r[:, i], f1[:, i]
+    tp = (r * nt).round()
+    fp = (tp / (p + eps) - tp).round()
+    return tp, fp, p, r, f1, ap, unique_classes.astype(int)
+
+
+class ConfusionMatrix:
+    """(nc+1) x (nc+1) counts, rows = predicted class, columns = true class; index nc is background."""
+
+    def __init__(self, nc, conf=0.25, iou_thres=0.45):
+        self.matrix = np.zeros((nc + 1, nc + 1))
+        self.nc, self.conf, self.iou_thres = nc, conf, iou_thres
+
+    def process_batch(self, detections, labels):
+        """detections (N,6) [xyxy, conf, cls] or None; labels (M,5) [cls, xyxy] (or (M,) classes with None)."""
+        if detections is None:
+            for gc in _as_numpy(labels).astype(int).reshape(-1):
+                self.matrix[self.nc, gc] += 1  # missed: background predicted
+            return
+        detections, labels = _as_numpy(detections), _as_numpy(labels)
+        detections = detections[detections[:, 4] > self.conf]
+        gt_classes = labels[:, 0].astype(int)
+        detection_classes = detections[:, 5].astype(int)
+        iou = box_iou(labels[:, 1:5], detections[:, :4])
+        li, di = np.nonzero(iou > self.iou_thres)
+        matches = np.stack((li, di, iou[li, di]), 1) if li.size else np.zeros((0, 3))
+        if li.size > 1:
+            matches = matches[matches[:, 2].argsort()[::-1]]
+            matches = matches[np.unique(matches[:, 1], return_index=True)[1]]
+            matches = matches[matches[:, 2].argsort()[::-1]]
+            matches = matches[np.unique(matches[:, 0], return_index=True)[1]]
+        n = matches.shape[0] > 0
+        m0, m1 = matches[:, 0].astype(int), matches[:, 1].astype(int)
+        for i, gc in enumerate(gt_classes):
+            j = m0 == i
+            if n and j.sum() == 1:
+                self.matrix[detection_classes[m1[j]][0], gc] += 1  # matched (right or wrong class)
+            else:
+                self.matrix[self.nc, gc] += 1  # missed
+        if n:
+            for i, dc in enumerate(detection_classes):
+                if not (m1 == i).any():
+                    self.matrix[dc, self.nc] += 1  # false alarm on background
+
+    def tp_fp(self):
+        tp = self.matrix.diagonal()
+        fp = self.matrix.sum(1) - tp
+        return tp[:-1], fp[:-1]
+
+    def plot(self, normalize=True, save_dir="", names=()):
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        array = self.matrix / ((self.matrix.sum(0).reshape(1, -1) + 1e-9) if normalize else 1)
+        array[array < 0.005] = np.nan  # hide near-zero cells
+        nc, nn = self.nc, len(names)
+        ticklabels = (list(names) + ["background"]) if 0 < nn < 99 and nn == nc else None
+        fig, ax = plt.subplots(1, 1, figsize=(12, 9), tight_layout=True)
+        im = ax.imshow(array, cmap="Blues", vmin=0.0)
+        fig.colorbar(im, ax=ax)
+        if nc < 30:
+            for (yi, xi), v in np.ndenumerate(array):
+                if not np.isnan(v):
+                    ax.text(xi, yi, f"{v:.2f}", ha="center", va="center", fontsize=8 if nc < 10 else 5)
+        if ticklabels:
+            ax.set_xticks(range(nc + 1), ticklabels, rotation=90, fontsize=8 if nc < 50 else 5)
+            ax.set_yticks(range(nc + 1), ticklabels, fontsize=8 if nc < 50 else 5)
+        ax.set_xlabel("True")
+        ax.set_ylabel("Predicted")
+        ax.set_title("Confusion Matrix")
+        fig.savefig(Path(save_dir) / "confusion_matrix.png", dpi=250)
+        plt.close(fig)
+
+    def print(self):
+        for i in range(self.nc + 1):
+            print(" ".join(map(str, self.matrix[i])))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Curves
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg")  # files only; never open a window
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def plot_pr_curve(px, py, ap, save_dir=Path("pr_curve.png"), names=()):
+    plt = _plt()
+    fig, ax = plt.subplots(1, 1, figsize=(9, 6), tight_layout=True)
+    py = np.stack(py, axis=1) if len(py) else np.zeros((len(px), 0))
+    if 0 < len(names) < 21:  # a legend per class only when it stays readable
+        for i, y in enumerate(py.T):
+            ax.plot(px, y, linewidth=1, label=f"{names[i]} {ap[i, 0]:.3f}")
+    else:
+        ax.plot(px, py, linewidth=1, color="grey")
+    if py.shape[1]:
+        ax.plot(px, py.mean(1), linewidth=3, color="blue", label=f"all classes {ap[:, 0].mean():.3f} mAP@0.5")
+    ax.set_xlabel("Recall")
+    ax.set_ylabel("Precision")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.legend(bbox_to_anchor=(1.04, 1), loc="upper left")
+    ax.set_title("Precision-Recall Curve")
+    fig.savefig(save_dir, dpi=250)
+    plt.close(fig)
+
+
+def plot_mc_curve(px, py, save_dir=Path("mc_curve.png"), names=(), xlabel="Confidence", ylabel="Metric"):
+    plt = _plt()
+    fig, ax = plt.subplots(1, 1, figsize=(9, 6), tight_layout=True)
+    if 0 < len(names) < 21:
+        for i, y in enumerate(py):
+            ax.plot(px, y, linewidth=1, label=f"{names[i]}")
+    else:
+        ax.plot(px, py.T, linewidth=1, color="grey")
+    if len(py):
+        y = smooth(py.mean(0), 0.05)
+        ax.plot(px, y, linewidth=3, color="blue", label=f"all classes {y.max():.2f} at {px[y.argmax()]:.3f}")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.legend(bbox_to_anchor=(1.04, 1), loc="upper left")
+    ax.set_title(f"{ylabel}-Confidence Curve")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fig.savefig(save_dir, dpi=250)
+    plt.close(fig)
