@@ -181,13 +181,16 @@ def _safe_reconstruct_allowed():
 class _OfficialUnpickler(pickle.Unpickler):
     """Only the globals a YOLOv5 checkpoint needs; anything else is refused before it is imported."""
 
-    def __init__(self, file, storages_loader, source):
+    def __init__(self, file, storages_loader, source, legacy=False):
         super().__init__(file, encoding="latin1")
+        self._legacy = legacy
         self._load_storage = storages_loader
         self._source = source
         self._numpy_allowed = _safe_reconstruct_allowed()
 
     def find_class(self, module, name):
+        if module == "torch._utils" and self._legacy and name in ("_rebuild_tensor_v2", "_rebuild_tensor"):
+            return lambda *args: _LazyTensor(args[:4])
         if module == "torch._utils":
             fn = {"_rebuild_tensor_v2": _rebuild_tensor_v2, "_rebuild_tensor": _rebuild_tensor,
                   "_rebuild_parameter": _rebuild_parameter,
@@ -231,8 +234,12 @@ class _OfficialUnpickler(pickle.Unpickler):
             tname, dtype = repr(storage_type), None
         if dtype is None:
             raise CheckpointError(f"{self._source}: unsupported storage type {tname}")
-        return _Storage(self._load_storage(key, np.dtype(dtype), numel), bfloat16="BFloat16" in tname or
-                        tname == "bfloat16")
+        bf16 = "BFloat16" in tname or tname == "bfloat16"
+        st = self._load_storage(key, np.dtype(dtype), numel)
+        if isinstance(st, _DeferredStorage):
+            st.bfloat16 = bf16
+            return st
+        return _Storage(st, bfloat16=bf16)
 
 
 def _read_zip_pt(path):
@@ -259,71 +266,70 @@ def _read_zip_pt(path):
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 
 
-def _read_legacy_pt(path):
-    """torch<1.6 format: pickles of magic, protocol, sys info, the object, storage keys, then raw storages."""
-    with open(path, "rb") as f:
-        plain = pickle.Unpickler(f)  # these first three records hold only ints/dicts
-        plain.find_class = lambda m, n: (_ for _ in ()).throw(CheckpointError(f"{path}: unexpected global {m}.{n}"))
-        if plain.load() != _LEGACY_MAGIC:
-            raise CheckpointError(f"{path}: not a PyTorch checkpoint (bad legacy magic number)")
-        plain.load(), plain.load()  # protocol version, sys info
-        pending = {}  # key -> (dtype, numel): filled while the object pickle is read, data read afterwards
+class _DeferredStorage:
+    """Legacy files store raw storage data after the object pickle: tensors are resolved once it is read."""
+    __slots__ = ("key", "dtype", "numel", "bfloat16")
 
-        class Deferred:
-            def __init__(self, key, dtype, numel):
-                self.key, self.dtype, self.numel = key, dtype, numel
+    def __init__(self, key, dtype, numel, bfloat16):
+        self.key, self.dtype, self.numel, self.bfloat16 = key, dtype, numel, bfloat16
+
+
+class _LazyTensor:
+    __slots__ = ("args",)
+
+    def __init__(self, args):
+        self.args = args
+
+
+class _HeaderUnpickler(pickle.Unpickler):
+    """The legacy header records (magic, protocol, sys info, storage keys) hold only builtins."""
+
+    def find_class(self, module, name):
+        raise CheckpointError(f"unexpected global {module}.{name} in a legacy checkpoint header")
+
+
+def _resolve_lazy(x, data):
+    if isinstance(x, _LazyTensor):
+        storage, *rest = x.args
+        return _rebuild_tensor_v2(_Storage(data[storage.key], storage.bfloat16), *rest)
+    if isinstance(x, dict):
+        for k in list(x):
+            x[k] = _resolve_lazy(x[k], data)
+    elif isinstance(x, list):
+        x[:] = [_resolve_lazy(v, data) for v in x]
+    elif isinstance(x, tuple):
+        return type(x)(_resolve_lazy(v, data) for v in x) if not hasattr(x, "_fields") else x
+    elif isinstance(x, StubObject):
+        for k, v in list(vars(x).items()):
+            vars(x)[k] = _resolve_lazy(v, data)
+    return x
+
+
+def _read_legacy_pt(path):
+    """torch<1.6 format: pickles of magic, protocol, sys info, the object, storage keys, then per storage an
+    int64 element count and its raw bytes."""
+    with open(path, "rb") as f:
+        head = _HeaderUnpickler(f)
+        if head.load() != _LEGACY_MAGIC:
+            raise CheckpointError(f"{path}: not a PyTorch checkpoint (bad legacy magic number)")
+        head.load(), head.load()  # protocol version, sys info
+        pending = {}
 
         def load_storage(key, dtype, numel):
-            pending[key] = (dtype, numel)
-            return Deferred(key, dtype, numel)
+            pending[key] = _DeferredStorage(key, dtype, numel, False)
+            return pending[key]
 
-        # Tensors need storage data, which comes after the object pickle: read the object twice-free by
-        # capturing rebuild calls lazily.
-        lazy = []
-
-        def lazy_rebuild(storage, offset, size, stride, *args):
-            holder = [storage, offset, size, stride, None]
-            lazy.append(holder)
-            return holder
-
-        unp = _OfficialUnpickler(f, load_storage, path)
-        orig_find = unp.find_class
-
-        def find_class(module, name):
-            if module == "torch._utils" and name in ("_rebuild_tensor_v2", "_rebuild_tensor"):
-                return lazy_rebuild
-            return orig_find(module, name)
-
-        unp.find_class = find_class
-        obj = unp.load()
-        keys = pickle.Unpickler(f).load()
+        obj = _OfficialUnpickler(f, load_storage, path, legacy=True).load()
+        keys = _HeaderUnpickler(f).load()
         data = {}
         for key in keys:
-            dtype, numel = pending[str(key)]
-            (size,) = struct.unpack("<q", f.read(8))
-            raw = f.read(size * dtype.itemsize)
-            if len(raw) < size * dtype.itemsize:
+            st = pending[str(key)]
+            (numel,) = struct.unpack("<q", f.read(8))
+            raw = f.read(numel * st.dtype.itemsize)
+            if len(raw) < numel * st.dtype.itemsize:
                 raise CheckpointError(f"{path}: truncated storage {key}")
-            data[str(key)] = np.frombuffer(raw, dtype=dtype)
-    for h in lazy:
-        st = h[0]
-        h[4] = _rebuild_tensor_v2(_Storage(data[st.key]), h[1], h[2], h[3])
-
-    def resolve(x):
-        if isinstance(x, list) and len(x) == 5 and any(x is h for h in lazy):
-            return x[4]
-        if isinstance(x, dict):
-            for k in list(x):
-                x[k] = resolve(x[k])
-        elif isinstance(x, list):
-            for i, v in enumerate(x):
-                x[i] = resolve(v)
-        elif isinstance(x, StubObject):
-            for k, v in vars(x).items():
-                setattr(x, k, resolve(v))
-        return x
-
-    return resolve(obj)
+            data[str(key)] = np.frombuffer(raw, dtype=st.dtype)
+    return _resolve_lazy(obj, data)
 
 
 def _stub_state_dict(module, prefix="", out=None):
