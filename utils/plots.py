@@ -1,0 +1,248 @@
+"""Plots: box annotation (OpenCV), batch mosaics, label statistics, training curves.
+
+matplotlib is imported inside the functions (Agg backend) so that importing this module has no side effects and
+costs nothing for code that never plots. seaborn is optional: without it the label correlogram is drawn with
+plain matplotlib.
+"""
+import math
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from utils.general import LOGGER, clip_boxes, xywh2xyxy, xyxy2xywh
+
+_HEX = ("FF3838 FF9D97 FF701F FFB21D CFD231 48F90A 92CC17 3DDB86 1A9334 00D4BB 2C99A8 00C2FF 344593 6473FF "
+        "0018EC 8438FF 520085 CB38FF FF95C8 FF37C7").split()  # the ultralytics palette, so plots look familiar
+
+
+class Colors:
+    """colors(i, bgr=False) -> an (r, g, b) tuple from a fixed 20-colour palette."""
+
+    def __init__(self):
+        self.palette = [tuple(int(h[k:k + 2], 16) for k in (0, 2, 4)) for h in _HEX]
+        self.n = len(self.palette)
+
+    def __call__(self, i, bgr=False):
+        c = self.palette[int(i) % self.n]
+        return (c[2], c[1], c[0]) if bgr else c
+
+
+colors = Colors()
+
+
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg")  # write files only, never open a window
+    import matplotlib.pyplot as plt
+    return plt
+
+
+class Annotator:
+    """Draw boxes and labels on a BGR or RGB uint8 image with OpenCV (in place on a contiguous copy)."""
+
+    def __init__(self, im, line_width=None, font_size=None, font="", pil=False, example="abc"):
+        assert isinstance(im, np.ndarray) and im.dtype == np.uint8, "Annotator takes a uint8 numpy image"
+        self.im = np.ascontiguousarray(im)
+        self.lw = line_width or max(round(sum(im.shape) / 2 * 0.003), 2)
+        self.tf = max(self.lw - 1, 1)  # font thickness
+        self.fs = self.lw / 3  # font scale
+
+    def box_label(self, box, label="", color=(128, 128, 128), txt_color=(255, 255, 255)):
+        p1, p2 = (int(box[0]), int(box[1])), (int(box[2]), int(box[3]))
+        cv2.rectangle(self.im, p1, p2, color, thickness=self.lw, lineType=cv2.LINE_AA)
+        if label:
+            w, h = cv2.getTextSize(label, 0, fontScale=self.fs, thickness=self.tf)[0]
+            outside = p1[1] - h >= 3  # put the label above the box when there is room
+            p2 = p1[0] + w, p1[1] - h - 3 if outside else p1[1] + h + 3
+            cv2.rectangle(self.im, p1, p2, color, -1, cv2.LINE_AA)
+            cv2.putText(self.im, label, (p1[0], p1[1] - 2 if outside else p1[1] + h + 2), 0, self.fs, txt_color,
+                        thickness=self.tf, lineType=cv2.LINE_AA)
+
+    def rectangle(self, xy, fill=None, outline=None, width=1):
+        cv2.rectangle(self.im, (int(xy[0]), int(xy[1])), (int(xy[2]), int(xy[3])), fill or outline or (255, 255, 255),
+                      -1 if fill else width)
+
+    def text(self, xy, text, txt_color=(255, 255, 255), anchor="top"):
+        h = cv2.getTextSize(text, 0, fontScale=self.fs, thickness=self.tf)[0][1]
+        y = int(xy[1]) + (h if anchor == "top" else 0)
+        cv2.putText(self.im, text, (int(xy[0]), y), 0, self.fs, txt_color, thickness=self.tf, lineType=cv2.LINE_AA)
+
+    def result(self):
+        return self.im
+
+
+def save_one_box(xyxy, im, file=Path("im.jpg"), gain=1.02, pad=10, square=False, BGR=False, save=True):
+    """Crop a (slightly enlarged) xyxy box out of im; save it to file (a new name if it exists) and return it."""
+    from utils.general import increment_path
+    xyxy = np.asarray([float(v) for v in xyxy], np.float32).reshape(-1, 4)
+    b = xyxy2xywh(xyxy)
+    if square:
+        b[:, 2:] = b[:, 2:].max(1, keepdims=True)
+    b[:, 2:] = b[:, 2:] * gain + pad
+    xyxy = xywh2xyxy(b)
+    clip_boxes(xyxy, im.shape[:2])
+    x1, y1, x2, y2 = xyxy[0].astype(int)
+    crop = im[y1:y2, x1:x2, ::(1 if BGR else -1)]
+    if save:
+        file = Path(file)
+        file.parent.mkdir(parents=True, exist_ok=True)
+        f = str(increment_path(file).with_suffix(".jpg"))
+        cv2.imwrite(f, crop if BGR else crop[..., ::-1])
+    return crop
+
+
+def output_to_target(output, max_det=300):
+    """NMS output list of (n,6) [xyxy, conf, cls] -> (N,7) numpy [batch_id, cls, x, y, w, h, conf] for plot_images."""
+    from utils.backend import to_numpy
+    targets = []
+    for i, o in enumerate(output):
+        o = to_numpy(o[:max_det])[:, :6] if not isinstance(o, np.ndarray) else o[:max_det, :6]
+        box, conf, cls = o[:, :4], o[:, 4:5], o[:, 5:6]
+        j = np.full((len(o), 1), i, dtype=np.float32)
+        targets.append(np.concatenate((j, cls, xyxy2xywh(box), conf), 1))
+    return np.concatenate(targets, 0) if targets else np.zeros((0, 7), np.float32)
+
+
+def plot_images(images, targets, paths=None, fname="images.jpg", names=None, max_size=1920, max_subplots=16):
+    """Mosaic of a batch with its boxes. images (B,3,H,W) tensor/array (0-255 or 0-1); targets (N,6) labels
+    [img, cls, xywh (normalized or pixels)] or (N,7) predictions with conf as the last column."""
+    from utils.backend import to_numpy
+    images = images if isinstance(images, np.ndarray) else to_numpy(images.float() if hasattr(images, "float")
+                                                                     else images)
+    targets = targets if isinstance(targets, np.ndarray) else to_numpy(targets)
+    images = images.astype(np.float32)
+    if images.size and images.max() <= 1:
+        images = images * 255
+    bs, _, h, w = images.shape
+    bs = min(bs, max_subplots)
+    ns = int(np.ceil(bs ** 0.5))  # grid side
+    mosaic = np.full((int(ns * h), int(ns * w), 3), 255, dtype=np.uint8)
+    for i in range(bs):
+        x, y = int(w * (i // ns)), int(h * (i % ns))
+        mosaic[y:y + h, x:x + w] = images[i].transpose(1, 2, 0).clip(0, 255).astype(np.uint8)
+    scale = max_size / ns / max(h, w)
+    if scale < 1:
+        h, w = math.ceil(scale * h), math.ceil(scale * w)
+        mosaic = cv2.resize(mosaic, (int(ns * w), int(ns * h)))
+    fs = int((h + w) * ns * 0.01)
+    annotator = Annotator(mosaic, line_width=max(round(fs / 10), 1))
+    for i in range(bs):
+        x, y = int(w * (i // ns)), int(h * (i % ns))
+        annotator.rectangle([x, y, x + w, y + h], None, (255, 255, 255), width=2)
+        if paths is not None and i < len(paths):
+            annotator.text((x + 5, y + 5), Path(paths[i]).name[:40], txt_color=(220, 220, 220))
+        ti = targets[targets[:, 0] == i]
+        if not len(ti):
+            continue
+        boxes = xywh2xyxy(ti[:, 2:6]).T
+        classes = ti[:, 1].astype(int)
+        is_label = ti.shape[1] == 6
+        conf = None if is_label else ti[:, 6]
+        if boxes.shape[1]:
+            if boxes.max() <= 1.01:  # normalized coordinates
+                boxes[[0, 2]] *= w
+                boxes[[1, 3]] *= h
+            elif scale < 1:
+                boxes *= scale
+        boxes[[0, 2]] += x
+        boxes[[1, 3]] += y
+        for j, box in enumerate(boxes.T.tolist()):
+            c = classes[j]
+            if is_label or conf[j] > 0.25:  # only confident predictions are worth drawing
+                name = names[c] if names is not None and c in (names if isinstance(names, dict) else range(len(names))) \
+                    else str(c)
+                label = name if is_label else f"{name} {conf[j]:.1f}"
+                annotator.box_label(box, label, color=colors(c))
+    out = annotator.result()
+    cv2.imwrite(str(fname), out[..., ::-1])  # mosaic is RGB
+    return out
+
+
+def plot_labels(labels, names=(), save_dir=Path("")):
+    """labels.jpg (class histogram, box centres and sizes, all boxes overlaid) and labels_correlogram.jpg.
+    labels: (n,5) [cls, x, y, w, h] normalized."""
+    plt = _plt()
+    save_dir = Path(save_dir)
+    labels = np.asarray(labels, dtype=np.float64).reshape(-1, 5)
+    LOGGER.info(f"Plotting labels to {save_dir / 'labels.jpg'}... ")
+    c, b = labels[:, 0].astype(int), labels[:, 1:].T
+    nc = int(c.max() + 1) if len(c) else max(len(names), 1)
+    cols = ["x", "y", "width", "height"]
+
+    # Correlogram: histograms on the diagonal, 2-D histograms off it (seaborn's pairplot when available).
+    fig, axes = plt.subplots(4, 4, figsize=(8, 8), tight_layout=True)
+    for r in range(4):
+        for k in range(4):
+            ax = axes[r, k]
+            if r == k:
+                ax.hist(b[r], bins=50, color="#1f77b4")
+            elif len(c):
+                ax.hist2d(b[k], b[r], bins=50, cmap="Blues", cmin=1)
+            ax.set_xlabel(cols[k] if r == 3 else "")
+            ax.set_ylabel(cols[r] if k == 0 else "")
+    fig.savefig(save_dir / "labels_correlogram.jpg", dpi=200)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(2, 2, figsize=(8, 8), tight_layout=True)
+    ax = ax.ravel()
+    counts = np.bincount(c, minlength=nc)
+    bars = ax[0].bar(range(nc), counts, width=0.8)
+    for i, bar in enumerate(bars):
+        bar.set_color([v / 255 for v in colors(i)])
+    ax[0].set_ylabel("instances")
+    names = names if isinstance(names, dict) else dict(enumerate(names))
+    if 0 < len(names) < 30:
+        ax[0].set_xticks(range(len(names)), list(names.values()), rotation=90, fontsize=10)
+    else:
+        ax[0].set_xlabel("classes")
+    # Boxes drawn centred, to compare their shapes.
+    canvas = np.full((1000, 1000, 3), 255, dtype=np.uint8)
+    boxes = labels[:1000, 1:].copy()
+    boxes[:, :2] = 0.5
+    boxes = xywh2xyxy(boxes) * 1000
+    for cls, box in zip(c[:1000], boxes):
+        cv2.rectangle(canvas, (int(box[0]), int(box[1])), (int(box[2]), int(box[3])), colors(cls), 1)
+    ax[1].imshow(canvas)
+    ax[1].axis("off")
+    ax[2].hist2d(b[0], b[1], bins=50, cmap="Blues", cmin=1) if len(c) else None
+    ax[2].set_xlabel("x")
+    ax[2].set_ylabel("y")
+    ax[3].hist2d(b[2], b[3], bins=50, cmap="Blues", cmin=1) if len(c) else None
+    ax[3].set_xlabel("width")
+    ax[3].set_ylabel("height")
+    for a in (0, 2, 3):
+        for s in ("top", "right"):
+            ax[a].spines[s].set_visible(False)
+    fig.savefig(save_dir / "labels.jpg", dpi=200)
+    plt.close(fig)
+
+
+def plot_results(file="path/to/results.csv", dir=""):
+    """results.csv (train.py's columns) -> results.png: 10 panels, each column against the epoch."""
+    import pandas as pd
+    plt = _plt()
+    save_dir = Path(file).parent if file else Path(dir)
+    files = list(save_dir.glob("results*.csv"))
+    assert len(files), f"No results.csv files found in {save_dir.resolve()}, nothing to plot."
+    fig, ax = plt.subplots(2, 5, figsize=(12, 6), tight_layout=True)
+    ax = ax.ravel()
+    for f in files:
+        try:
+            data = pd.read_csv(f)
+            s = [x.strip() for x in data.columns]
+            x = data.values[:, 0]
+            for i, j in enumerate([1, 2, 3, 4, 5, 8, 9, 10, 6, 7]):  # losses on top, metrics below (ultralytics order)
+                if j >= data.shape[1]:
+                    continue
+                y = data.values[:, j].astype("float")
+                ax[i].plot(x, y, marker=".", label=f.stem, linewidth=2, markersize=8)
+                if len(y) > 2:  # a smoothed trend, as ultralytics draws it
+                    from scipy.ndimage import gaussian_filter1d
+                    ax[i].plot(x, gaussian_filter1d(y, sigma=3), ":", label="smooth", linewidth=2)
+                ax[i].set_title(s[j], fontsize=12)
+        except Exception as e:
+            LOGGER.info(f"Warning: Plotting error for {f}: {e}")
+    ax[1].legend()
+    fig.savefig(save_dir / "results.png", dpi=200)
+    plt.close(fig)
