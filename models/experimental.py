@@ -1,0 +1,63 @@
+"""Loading trained weights: ``attempt_load`` for official ultralytics .pt files and this project's checkpoints.
+
+Official files pickle whole model objects; we never unpickle those classes. The checkpoint is read as plain data
+(utils/checkpoint.py), the model is rebuilt from its stored yaml, and the weights are copied in. That also makes
+v6.x (``models.yolo.Model``) and v7.0 (``models.yolo.DetectionModel``) files, Focus/SPP-era configs and files
+that kept ``model.24.anchor_grid`` load the same way.
+"""
+from pathlib import Path
+
+from utils.backend import nn, torch
+from utils.checkpoint import CheckpointError, ModelRecord, build_model, load_any
+from utils.general import LOGGER
+
+
+class Ensemble(nn.ModuleList):
+    """Several models run on the same input; their decoded detections are concatenated (NMS merges them)."""
+
+    def forward(self, x, augment=False, profile=False, visualize=False):
+        y = [m(x, augment=augment)[0] for m in self]
+        return torch.cat(y, 1), None
+
+
+def _pick_record(ckpt, source):
+    """EMA weights when stored (they are what validation uses), else the raw model, like ultralytics."""
+    for key in ("ema", "model"):
+        rec = ckpt.get(key)
+        if isinstance(rec, ModelRecord):
+            return rec
+    raise CheckpointError(f"{source}: no model in checkpoint (keys: {sorted(ckpt)})")
+
+
+def load_single(weights, device=None, inplace=True, fuse=True):
+    """One checkpoint file -> float32 DetectionModel in eval mode (fused when asked)."""
+    w = Path(weights)
+    ckpt = load_any(w)  # plain data for both formats: ModelRecord with a numpy state dict
+    model = build_model(_pick_record(ckpt, w), source=str(w))
+    model.pt_path = str(w)  # where it came from, as ultralytics' attempt_load records it
+    if device is not None:
+        model = model.to(device)
+    for m in model.modules():
+        if hasattr(m, "inplace") and type(m).__name__ == "Detect":
+            m.inplace = inplace
+    if fuse and hasattr(model, "fuse"):
+        model = model.fuse()
+    return model.eval()
+
+
+def attempt_load(weights, device=None, inplace=True, fuse=True):
+    """Load a path or a list of paths. One path gives the model; several give an :class:`Ensemble` carrying the
+    largest stride, the first model's names and nc, as ultralytics does."""
+    paths = weights if isinstance(weights, (list, tuple)) else [weights]
+    models = [load_single(w, device=device, inplace=inplace, fuse=fuse) for w in paths]
+    if len(models) == 1:
+        return models[0]
+    ensemble = Ensemble(models)
+    ncs = {int(m.yaml["nc"]) for m in models}
+    if len(ncs) > 1:
+        raise ValueError(f"Ensemble models have different class counts {sorted(ncs)}: {paths}")
+    for k in ("names", "nc", "yaml"):
+        setattr(ensemble, k, getattr(models[0], k, None))
+    ensemble.stride = models[max(range(len(models)), key=lambda i: float(models[i].stride.max()))].stride
+    LOGGER.info(f"Ensemble created with {[str(p) for p in paths]}")
+    return ensemble.eval()

@@ -1,0 +1,287 @@
+"""YOLOv5 detection model built from a declarative YAML.
+
+Usage: python models/yolo.py --cfg yolov5s.yaml   # prints the layer table, the summary and the fused summary
+"""
+import argparse
+import contextlib
+import math
+import sys
+from copy import deepcopy
+from pathlib import Path
+
+if __name__ == "__main__" or str(Path(__file__).resolve().parents[1]) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # so `python models/yolo.py` finds utils/
+
+import yaml
+
+from models.common import C3, SPP, SPPF, Bottleneck, BottleneckCSP, Concat, Conv, DWConv, Focus
+from utils.backend import nn, torch
+from utils.general import LOGGER, make_divisible
+from utils.model_stats import fuse_conv_and_bn, model_summary
+
+MODELS_DIR = Path(__file__).resolve().parent
+
+
+class Detect(nn.Module):
+    """Per-level 1x1 convs to na*(nc+5) channels; in eval mode also decodes boxes to pixels."""
+    stride = None  # set by DetectionModel after a dry run
+
+    def __init__(self, nc=80, anchors=(), ch=(), inplace=True):
+        super().__init__()
+        self.nc = nc
+        self.no = nc + 5  # outputs per anchor: xywh, objectness, classes
+        self.nl = len(anchors)
+        self.na = len(anchors[0]) // 2
+        self.grid = [torch.empty(0) for _ in range(self.nl)]
+        self.anchor_grid = [torch.empty(0) for _ in range(self.nl)]
+        # Anchors in pixels until DetectionModel divides them by the stride (grid units, as the official state dict).
+        self.register_buffer("anchors", torch.tensor(anchors, dtype=torch.float32).view(self.nl, -1, 2))
+        self.m = nn.ModuleList(nn.Conv2d(x, self.no * self.na, 1) for x in ch)
+        self.inplace = inplace
+
+    def forward(self, x):
+        z = []
+        for i in range(self.nl):
+            x[i] = self.m[i](x[i])
+            bs, _, ny, nx = x[i].shape
+            x[i] = x[i].view(bs, self.na, self.no, ny, nx).permute(0, 1, 3, 4, 2).contiguous()
+            if not self.training:
+                if self.grid[i].shape[2:4] != x[i].shape[2:4] or self.grid[i].device != x[i].device:
+                    self.grid[i], self.anchor_grid[i] = self._make_grid(nx, ny, i, x[i].dtype, x[i].device)
+                xy, wh, conf = x[i].sigmoid().split((2, 2, self.nc + 1), 4)
+                xy = (xy * 2 + self.grid[i]) * self.stride[i]
+                wh = (wh * 2) ** 2 * self.anchor_grid[i]
+                z.append(torch.cat((xy, wh, conf), 4).view(bs, self.na * nx * ny, self.no))
+        return x if self.training else (torch.cat(z, 1), x)
+
+    def _make_grid(self, nx, ny, i, dtype, device):
+        shape = (1, self.na, ny, nx, 2)
+        y = torch.arange(ny, dtype=dtype, device=device)
+        x = torch.arange(nx, dtype=dtype, device=device)
+        yv, xv = torch.meshgrid(y, x, indexing="ij")
+        grid = torch.stack((xv, yv), 2).expand(*shape) - 0.5  # cell centre offset: xy = 2*sigmoid - 0.5 + cell
+        anchor_grid = (self.anchors[i] * self.stride[i]).view((1, self.na, 1, 1, 2)).expand(*shape)
+        return grid, anchor_grid
+
+
+# YAML module names -> classes. An explicit table instead of eval(): a config can name nothing else.
+MODULES = {
+    "Conv": Conv, "DWConv": DWConv, "Bottleneck": Bottleneck, "BottleneckCSP": BottleneckCSP, "C3": C3,
+    "SPP": SPP, "SPPF": SPPF, "Focus": Focus, "Concat": Concat, "Detect": Detect,
+    "nn.Upsample": nn.Upsample, "nn.BatchNorm2d": nn.BatchNorm2d, "nn.Identity": nn.Identity,
+}
+_CHANNEL_MODULES = (Conv, DWConv, Bottleneck, BottleneckCSP, C3, SPP, SPPF, Focus)  # (c1, c2, ...) signature
+_REPEAT_MODULES = (BottleneckCSP, C3)  # take the repeat count n as their third argument
+
+
+def _resolve_arg(a, d):
+    """YAML args may name the config's own keys ('nc', 'anchors'); everything else is a literal."""
+    if isinstance(a, str) and a in ("nc", "anchors"):
+        return d[a]
+    if a == "None":  # YAML reads the official configs' `None` as a string
+        return None
+    return a
+
+
+def parse_model(d, ch):
+    """Build nn.Sequential from a model dict; returns (model, sorted indices of layers whose outputs are reused)."""
+    anchors, nc, gd, gw = d["anchors"], d["nc"], d["depth_multiple"], d["width_multiple"]
+    act = d.get("activation")
+    if act:
+        if act not in ("nn.SiLU()", "nn.ReLU()", "nn.LeakyReLU(0.1)", "nn.Hardswish()"):
+            raise ValueError(f"activation {act!r} is not supported (use nn.SiLU(), nn.ReLU(), nn.LeakyReLU(0.1) or nn.Hardswish())")
+        Conv.default_act = {"nn.SiLU()": nn.SiLU(), "nn.ReLU()": nn.ReLU(), "nn.LeakyReLU(0.1)": nn.LeakyReLU(0.1),
+                            "nn.Hardswish()": nn.Hardswish()}[act]
+    else:
+        Conv.default_act = nn.SiLU()
+    na = (len(anchors[0]) // 2) if isinstance(anchors, list) else anchors
+    no = na * (nc + 5)
+
+    LOGGER.info(f"\n{'':>3}{'from':>18}{'n':>3}{'params':>10}  {'module':<40}{'arguments':<30}")
+    layers, save, c2 = [], [], ch[-1]
+    for i, (f, n, name, args) in enumerate(d["backbone"] + d["head"]):
+        if name not in MODULES:
+            raise KeyError(f"model YAML layer {i}: unknown module {name!r}; known: {', '.join(sorted(MODULES))}")
+        m = MODULES[name]
+        args = [_resolve_arg(a, d) for a in args]
+        n = n_ = max(round(n * gd), 1) if n > 1 else n  # depth gain
+
+        if m in _CHANNEL_MODULES:
+            c1, c2 = ch[f], args[0]
+            if c2 != no:
+                c2 = make_divisible(c2 * gw, 8)  # width gain
+            args = [c1, c2, *args[1:]]
+            if m in _REPEAT_MODULES:
+                args.insert(2, n)
+                n = 1
+        elif m is nn.BatchNorm2d:
+            args = [ch[f]]
+        elif m is Concat:
+            c2 = sum(ch[x] for x in f)
+        elif m is Detect:
+            args.append([ch[x] for x in f])
+            if isinstance(args[1], int):  # number of anchors per level: placeholder anchors
+                args[1] = [list(range(args[1] * 2))] * len(f)
+        else:
+            c2 = ch[f]
+
+        m_ = nn.Sequential(*(m(*args) for _ in range(n))) if n > 1 else m(*args)
+        m_.i, m_.f, m_.type = i, f, name
+        m_.np = sum(p.numel() for p in m_.parameters())
+        LOGGER.info(f"{i:>3}{str(f):>18}{n_:>3}{m_.np:10.0f}  {name:<40}{str(args):<30}")
+        save.extend(x % i for x in ([f] if isinstance(f, int) else f) if x != -1)
+        layers.append(m_)
+        if i == 0:
+            ch = []
+        ch.append(c2)
+    return nn.Sequential(*layers), sorted(save)
+
+
+def check_anchor_order(m):
+    """Anchors must grow with the stride; flip them when a config lists them the other way round."""
+    a = m.anchors.prod(-1).mean(-1).view(-1)
+    da = a[-1] - a[0]
+    ds = m.stride[-1] - m.stride[0]
+    if bool(da != 0) and (bool(da < 0) != bool(ds < 0)):
+        LOGGER.info("AutoAnchor: reversing anchor order")
+        m.anchors[:] = m.anchors.flip(0)
+
+
+def load_model_yaml(cfg):
+    """A model dict from a dict, a path, or a bare name found in models/ ('yolov5s.yaml')."""
+    if isinstance(cfg, dict):
+        return deepcopy(cfg)
+    path = Path(cfg)
+    if not path.exists() and (MODELS_DIR / path.name).exists():
+        path = MODELS_DIR / path.name
+    if not path.exists():
+        raise FileNotFoundError(f"model config {cfg} not found (looked in the working folder and {MODELS_DIR})")
+    with open(path, errors="ignore") as f:
+        d = yaml.safe_load(f)
+    d["yaml_file"] = path.name
+    return d
+
+
+class DetectionModel(nn.Module):
+    def __init__(self, cfg="yolov5s.yaml", ch=3, nc=None, anchors=None):
+        super().__init__()
+        self.yaml = load_model_yaml(cfg)
+        self.yaml_file = self.yaml.get("yaml_file", "")
+        ch = self.yaml["ch"] = self.yaml.get("ch", ch)
+        if nc and nc != self.yaml["nc"]:
+            LOGGER.info(f"Overriding model.yaml nc={self.yaml['nc']} with nc={nc}")
+            self.yaml["nc"] = nc
+        if anchors:
+            LOGGER.info(f"Overriding model.yaml anchors with anchors={anchors}")
+            self.yaml["anchors"] = round(anchors)
+        self.model, self.save = parse_model(deepcopy(self.yaml), ch=[ch])
+        self.names = [str(i) for i in range(self.yaml["nc"])]
+        self.inplace = self.yaml.get("inplace", True)
+
+        m = self.model[-1]
+        if isinstance(m, Detect):
+            s = 256  # a dry run at 2x the largest stride gives each level's stride
+            m.inplace = self.inplace
+            with torch.no_grad():
+                outs = self.forward(torch.zeros(1, ch, s, s))
+            m.stride = torch.tensor([s / x.shape[-2] for x in outs])
+            check_anchor_order(m)
+            m.anchors /= m.stride.view(-1, 1, 1)
+            self.stride = m.stride
+            self._initialize_biases()
+        initialize_weights(self)
+        self.info()
+        LOGGER.info("")
+
+    def forward(self, x, augment=False, profile=False, visualize=False):
+        if augment:
+            from utils.tta import forward_augment  # test-time augmentation lives with validation code
+            return forward_augment(self, x)
+        return self._forward_once(x)
+
+    def _forward_once(self, x):
+        y = []  # outputs of layers listed in self.save, None otherwise (frees memory early)
+        for m in self.model:
+            if m.f != -1:
+                x = y[m.f] if isinstance(m.f, int) else [x if j == -1 else y[j] for j in m.f]
+            x = m(x)
+            y.append(x if m.i in self.save else None)
+        return x
+
+    def _initialize_biases(self, cf=None):
+        """Objectness prior of 8 objects per 640x640 image and class prior 0.6/nc (arXiv:1708.02002 section 3.3)."""
+        m = self.model[-1]
+        with torch.no_grad():
+            for mi, s in zip(m.m, m.stride):
+                b = mi.bias.view(m.na, -1)
+                b[:, 4] += math.log(8 / (640 / float(s)) ** 2)
+                if cf is None:
+                    b[:, 5:5 + m.nc] += math.log(0.6 / (m.nc - 0.99999))
+                else:
+                    b[:, 5:5 + m.nc] += torch.log(cf / cf.sum())
+
+    def fuse(self):
+        """Fold each BatchNorm into the preceding conv for inference (fewer layers, same outputs)."""
+        LOGGER.info("Fusing layers... ")
+        for m in self.model.modules():
+            if isinstance(m, Conv) and hasattr(m, "bn"):
+                m.conv = fuse_conv_and_bn(m.conv, m.bn)
+                delattr(m, "bn")
+                m.forward = m.forward_fuse
+        self.info()
+        return self
+
+    def info(self, verbose=False, img_size=640):
+        LOGGER.info(model_summary(self, img_size=img_size, verbose=verbose))
+
+    def _apply(self, fn, *args, **kwargs):
+        # .to()/.cuda()/.half() must also move the Detect layer's cached stride and grids, which are not buffers.
+        self = super()._apply(fn, *args, **kwargs)
+        m = self.model[-1]
+        if isinstance(m, Detect):
+            m.stride = fn(m.stride)
+            m.grid = [fn(g) for g in m.grid]
+            m.anchor_grid = [fn(g) for g in m.anchor_grid]
+        return self
+
+
+Model = DetectionModel  # the name ultralytics users import
+
+
+def initialize_weights(model):
+    """The official BN settings (eps 1e-3, momentum 0.03) and in-place activations."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.eps = 1e-3
+            m.momentum = 0.03
+        elif isinstance(m, (nn.Hardswish, nn.LeakyReLU, nn.ReLU, nn.ReLU6, nn.SiLU)):
+            with contextlib.suppress(Exception):
+                m.inplace = True
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Build a YOLOv5 model from its YAML and print its summary")
+    parser.add_argument("--cfg", type=str, default="yolov5s.yaml", help="model.yaml")
+    parser.add_argument("--batch-size", type=int, default=1, help="batch size for --profile")
+    parser.add_argument("--device", default="", help="cuda device, i.e. 0 or cpu")
+    parser.add_argument("--profile", action="store_true", help="time one forward pass")
+    parser.add_argument("--no-fuse", action="store_true", help="skip the fused summary")
+    opt = parser.parse_args(argv)
+    from utils.backend import select_device
+    device = select_device(opt.device)
+    model = DetectionModel(opt.cfg).to(device)
+    if opt.profile:
+        import time
+        im = torch.rand(opt.batch_size, 3, 640, 640).to(device)
+        model.eval()
+        with torch.no_grad():
+            t = time.perf_counter()
+            model(im)
+            LOGGER.info(f"forward {(time.perf_counter() - t) * 1e3:.1f} ms at batch {opt.batch_size}, 640")
+    if not opt.no_fuse:
+        model.eval().fuse()
+    return model
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,347 @@
+"""The one module that imports a deep-learning framework.
+
+Every other module does ``from utils.backend import torch, nn, F`` and calls the small adapters below for the
+few things that differ between OneFlow 0.9.0 and PyTorch. Selection: ``YOLO_BACKEND=oneflow|torch``; unset means
+OneFlow when it imports, else PyTorch. A one-line notice on stderr says which one is in use
+(``YOLO_QUIET=1`` silences it).
+"""
+import contextlib
+import ctypes
+import glob
+import os
+import sys
+import importlib.util
+
+__all__ = ["torch", "nn", "F", "BACKEND", "IS_ONEFLOW", "IS_TORCH", "VERSION"]
+
+
+class BackendError(ImportError):
+    """Raised with a message that says what to install or set."""
+
+
+def _site_packages_dirs():
+    import site
+    dirs = list(getattr(site, "getsitepackages", lambda: [])())
+    user = getattr(site, "getusersitepackages", lambda: None)()
+    if user:
+        dirs.append(user)
+    dirs += [p for p in sys.path if p.endswith("site-packages")]
+    return list(dict.fromkeys(dirs))
+
+
+def _preload_oneflow_cuda_libs():
+    """OneFlow 0.9.0 links against cuDNN 8 / cuBLAS 11 but does not find the pip-installed copies by itself.
+    Loading them with RTLD_GLOBAL before ``import oneflow`` means users need no LD_LIBRARY_PATH."""
+    missing = []
+    for pkg, pattern in (("cublas", "libcublasLt.so.11*"), ("cublas", "libcublas.so.11*"), ("cudnn", "libcudnn.so.8*")):
+        found = []
+        for sp in _site_packages_dirs():
+            found += glob.glob(os.path.join(sp, "nvidia", pkg, "lib", pattern))
+        if not found:
+            missing.append(pattern)
+            continue
+        try:
+            ctypes.CDLL(sorted(found)[0], mode=ctypes.RTLD_GLOBAL)
+        except OSError as e:  # a broken wheel: say so, OneFlow's own error would be obscure
+            missing.append(f"{pattern} ({e})")
+    return missing
+
+
+def _oneflow_dist_version():
+    try:
+        from importlib.metadata import version
+        return version("oneflow")
+    except Exception:
+        return None
+
+
+def _import_oneflow():
+    if importlib.util.find_spec("oneflow") is None:
+        raise BackendError("OneFlow is not installed. Install it on Python 3.7-3.10 with "
+                           "'pip install oneflow==0.9.0 nvidia-cudnn-cu11==8.5.0.96 nvidia-cublas-cu11==11.10.3.66 "
+                           "\"numpy<2\"' (or run 'make setup'), or set YOLO_BACKEND=torch.")
+    dist_version = _oneflow_dist_version()
+    if dist_version and not dist_version.startswith("0.9"):
+        raise BackendError(f"oneflow=={dist_version} is installed, but this project needs oneflow==0.9.0. On Python "
+                           f"{sys.version_info.major}.{sys.version_info.minor} pip only offers the 0.7.0 placeholder "
+                           "package; use Python 3.10 ('make setup' builds .venv-oneflow) or set YOLO_BACKEND=torch.")
+    missing = _preload_oneflow_cuda_libs()
+    try:
+        import oneflow
+    except Exception as e:
+        hint = (f" Missing CUDA libraries: {', '.join(missing)}: 'pip install nvidia-cudnn-cu11==8.5.0.96 "
+                "nvidia-cublas-cu11==11.10.3.66'." if missing else "")
+        raise BackendError(f"'import oneflow' failed: {type(e).__name__}: {e}.{hint}") from e
+    return oneflow
+
+
+def _import_torch():
+    try:
+        import torch as _torch
+    except Exception as e:
+        raise BackendError(f"'import torch' failed ({e}). Install it with 'pip install torch==2.13.0' "
+                           "(CPU build) or set YOLO_BACKEND=oneflow.") from e
+    return _torch
+
+
+def _select():
+    requested = os.environ.get("YOLO_BACKEND", "").strip().lower()
+    if requested in ("oneflow", "flow", "of"):
+        return "oneflow", _import_oneflow()
+    if requested in ("torch", "pytorch", "pt"):
+        return "torch", _import_torch()
+    if requested:
+        raise BackendError(f"YOLO_BACKEND={requested!r} is not a backend: use 'oneflow' or 'torch'.")
+    try:
+        return "oneflow", _import_oneflow()
+    except BackendError as oneflow_error:
+        try:
+            return "torch", _import_torch()
+        except BackendError as torch_error:
+            raise BackendError(f"No backend imports.\n  OneFlow: {oneflow_error}\n  PyTorch: {torch_error}") from None
+
+
+BACKEND, torch = _select()
+IS_ONEFLOW = BACKEND == "oneflow"
+IS_TORCH = BACKEND == "torch"
+nn = torch.nn
+F = torch.nn.functional
+VERSION = torch.__version__
+
+if os.environ.get("YOLO_QUIET", "0") != "1" and not os.environ.get("_YOLO_BACKEND_ANNOUNCED"):
+    os.environ["_YOLO_BACKEND_ANNOUNCED"] = "1"  # child processes (dataloader workers, DDP ranks) stay quiet
+    print(f"YOLOv5 backend: {BACKEND} {VERSION} (set YOLO_BACKEND=oneflow|torch to choose)", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Capabilities
+def cuda_available():
+    return bool(torch.cuda.is_available())
+
+
+def cuda_device_count():
+    return torch.cuda.device_count() if cuda_available() else 0
+
+
+def is_cuda(x):
+    """True when a tensor or device lives on a CUDA GPU."""
+    dev = x.device if hasattr(x, "device") else x
+    return "cuda" in str(dev)
+
+
+def has_fused_bbox_ops(device):
+    """OneFlow's fused_get_* CIoU kernels exist only for CUDA tensors."""
+    return IS_ONEFLOW and is_cuda(device) and hasattr(torch._C, "fused_get_ciou_result")
+
+
+def has_multi_tensor_ema(device):
+    """OneFlow's multi_tensor_yolov5_weight_update exists only for CUDA fp32."""
+    return IS_ONEFLOW and is_cuda(device) and hasattr(torch._C, "multi_tensor_yolov5_weight_update")
+
+
+def has_foreach():
+    return IS_TORCH and hasattr(torch, "_foreach_mul_")
+
+
+def has_amp(device):
+    """Mixed precision: PyTorch on CUDA only; OneFlow 0.9.0 has no eager GradScaler, so it trains in fp32."""
+    return IS_TORCH and is_cuda(device)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Devices
+def device(spec="cpu"):
+    return torch.device(spec)
+
+
+def select_device(spec="", batch_size=0):
+    """'' (first GPU if any, else CPU), 'cpu', '0', '0,1', 'cuda:1' -> a device. Several ids keep the first: each
+    DDP rank picks its own with local_rank. Raises ValueError with a message for a GPU that is not there."""
+    spec = str(spec).strip().lower().replace("cuda:", "").replace("none", "")
+    if spec == "cpu" or (spec == "" and not cuda_available()):
+        return torch.device("cpu")
+    if spec == "mps":
+        raise ValueError("--device mps is not supported by this project; use 'cpu' or a CUDA id.")
+    n = cuda_device_count()
+    ids = [int(s) for s in spec.split(",") if s.strip() != ""] if spec else [0]
+    if n == 0:
+        raise ValueError(f"--device {spec} asks for CUDA, but no CUDA GPU is visible to {BACKEND}; use --device cpu.")
+    bad = [i for i in ids if i >= n]
+    if bad:
+        raise ValueError(f"--device {spec}: GPU {bad} not found, {n} visible (ids 0..{n - 1}).")
+    if batch_size and len(ids) > 1 and batch_size % len(ids):
+        raise ValueError(f"--batch-size {batch_size} is not a multiple of the {len(ids)} GPUs in --device {spec}.")
+    return torch.device(f"cuda:{ids[0]}")
+
+
+def synchronize(dev=None):
+    if dev is not None and is_cuda(dev) and cuda_available():
+        torch.cuda.synchronize()
+
+
+def memory_reserved_gb(dev):
+    if is_cuda(dev) and cuda_available() and hasattr(torch.cuda, "memory_reserved"):
+        return torch.cuda.memory_reserved() / 1e9
+    return 0.0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Tensors <-> numpy, RNG
+def to_numpy(t):
+    return t.detach().cpu().numpy()
+
+
+def from_numpy(a):
+    import numpy as np
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+def manual_seed(seed):
+    torch.manual_seed(seed)
+    if cuda_available():
+        torch.cuda.manual_seed_all(seed)
+
+
+def get_rng_state():
+    """The framework's CPU RNG state as a numpy uint8 array (saved in checkpoints for exact resume)."""
+    return to_numpy(torch.get_rng_state())
+
+
+def set_rng_state(state):
+    import numpy as np
+    torch.set_rng_state(from_numpy(np.asarray(state, dtype=np.uint8)))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Autograd modes and mixed precision
+def no_grad():
+    return torch.no_grad()
+
+
+def inference_mode():
+    """no_grad on both: tensors made under torch.inference_mode cannot enter autograd later (EMA validation)."""
+    return torch.no_grad()
+
+
+def autocast(dev, enabled=True, dtype=None):
+    if enabled and has_amp(dev):
+        return torch.autocast("cuda", dtype=dtype or torch.float16)
+    return contextlib.nullcontext()
+
+
+class _NoScaler:
+    """Stands in for GradScaler when AMP is off: same calls, plain fp32 behaviour."""
+
+    def scale(self, loss):
+        return loss
+
+    def unscale_(self, optimizer):
+        pass
+
+    def step(self, optimizer):
+        optimizer.step()
+
+    def update(self):
+        pass
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
+
+def grad_scaler(dev, enabled=True):
+    if enabled and has_amp(dev):
+        return torch.amp.GradScaler("cuda") if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler") \
+            else torch.cuda.amp.GradScaler()
+    return _NoScaler()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# NMS kernel (or None when the framework has none for this device; utils/general.py then uses its own)
+def nms_kernel(dev):
+    if IS_TORCH:
+        try:
+            import torchvision  # optional: not installable on the CPU machines, fine on GPU hosts
+            return torchvision.ops.nms
+        except Exception:
+            return None
+    if is_cuda(dev) and hasattr(torch, "nms"):
+        return lambda boxes, scores, iou: torch.nms(boxes, scores, iou)  # OneFlow: CUDA kernel only
+    return None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Distributed: every helper is safe (a no-op or the trivial answer) in a single process.
+def _env_int(name, default):
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+def get_rank():
+    return _env_int("RANK", 0)
+
+
+def get_world_size():
+    return _env_int("WORLD_SIZE", 1)
+
+
+def get_local_rank():
+    return _env_int("LOCAL_RANK", -1 if get_world_size() == 1 else 0)
+
+
+def dist_initialized():
+    if get_world_size() <= 1:
+        return False
+    if IS_TORCH:
+        return torch.distributed.is_available() and torch.distributed.is_initialized()
+    return True  # OneFlow initialises its communicator from the launcher's environment on first use
+
+
+def init_process_group(dev, timeout_s=1800):
+    """Start the process group for a launcher-started job (no-op for one process)."""
+    if get_world_size() <= 1:
+        return
+    if IS_TORCH:
+        import datetime
+        if not torch.distributed.is_initialized():
+            backend = "nccl" if is_cuda(dev) else "gloo"
+            torch.distributed.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_s))
+    # OneFlow: the launcher's MASTER_ADDR/PORT, RANK, WORLD_SIZE are read by the runtime itself.
+
+
+def barrier():
+    if not dist_initialized():
+        return
+    if IS_TORCH:
+        torch.distributed.barrier()
+    else:
+        torch.comm.barrier()
+
+
+def all_reduce_sum_(t):
+    """In-place sum over ranks; returns t."""
+    if dist_initialized():
+        if IS_TORCH:
+            torch.distributed.all_reduce(t)
+        else:
+            torch.comm.all_reduce(t)
+    return t
+
+
+def broadcast_(t, src=0):
+    """In-place broadcast of a tensor from src; returns t."""
+    if dist_initialized():
+        if IS_TORCH:
+            torch.distributed.broadcast(t, src)
+        else:
+            torch.comm.broadcast(t, src)
+    return t
+
+
+def destroy_process_group():
+    if IS_TORCH and dist_initialized():
+        torch.distributed.destroy_process_group()

@@ -1,0 +1,257 @@
+"""Small general helpers: logging, paths, box conversions, NMS. No environment checks, downloads or side effects
+at import."""
+import logging
+import math
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+
+from utils.backend import torch
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository root
+
+LOGGER = logging.getLogger("yolov5")
+if not LOGGER.handlers:
+    _handler = logging.StreamHandler()
+    _handler.setFormatter(logging.Formatter("%(message)s"))
+    LOGGER.addHandler(_handler)
+    LOGGER.setLevel(logging.INFO)
+    LOGGER.propagate = False
+
+
+def colorstr(*args):
+    """colorstr('blue', 'bold', 'text'): ANSI-coloured text, as ultralytics prints its prefixes."""
+    *styles, text = args if len(args) > 1 else ("blue", "bold", args[0])
+    codes = {"black": "30", "red": "31", "green": "32", "yellow": "33", "blue": "34", "magenta": "35",
+             "cyan": "36", "white": "37", "bold": "1", "underline": "4"}
+    return "".join(f"\033[{codes[s]}m" for s in styles) + f"{text}\033[0m"
+
+
+def make_divisible(x, divisor):
+    """Smallest multiple of divisor that is >= x."""
+    if hasattr(divisor, "max"):
+        divisor = int(divisor.max())
+    return math.ceil(x / divisor) * divisor
+
+
+def check_img_size(imgsz, s=32, floor=0):
+    """Round an image size (int or [h, w]) up to a multiple of the stride, warning when it changes."""
+    if isinstance(imgsz, int):
+        new_size = max(make_divisible(imgsz, int(s)), floor)
+    else:
+        imgsz = list(imgsz)
+        new_size = [max(make_divisible(x, int(s)), floor) for x in imgsz]
+    if new_size != imgsz:
+        LOGGER.warning(f"WARNING: --img-size {imgsz} must be a multiple of max stride {s}, updating to {new_size}")
+    return new_size
+
+
+def increment_path(path, exist_ok=False, sep="", mkdir=False):
+    """runs/train/exp -> runs/train/exp2, exp3, ... unless exist_ok."""
+    path = Path(path)
+    if path.exists() and not exist_ok:
+        path, suffix = (path.with_suffix(""), path.suffix) if path.is_file() else (path, "")
+        for n in range(2, 10000):
+            candidate = f"{path}{sep}{n}{suffix}"
+            if not Path(candidate).exists():
+                path = Path(candidate)
+                break
+    if mkdir:
+        path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def clean_str(s):
+    return re.sub(pattern="[|@#!¡·$€%&()=?¿^*;:,¨´><+]", repl="_", string=s)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Box conversions: work on numpy arrays and framework tensors alike.
+def _clone(x):
+    return x.clone() if hasattr(x, "clone") else np.copy(x)
+
+
+def xyxy2xywh(x):
+    y = _clone(x)
+    y[..., 0] = (x[..., 0] + x[..., 2]) / 2
+    y[..., 1] = (x[..., 1] + x[..., 3]) / 2
+    y[..., 2] = x[..., 2] - x[..., 0]
+    y[..., 3] = x[..., 3] - x[..., 1]
+    return y
+
+
+def xywh2xyxy(x):
+    y = _clone(x)
+    y[..., 0] = x[..., 0] - x[..., 2] / 2
+    y[..., 1] = x[..., 1] - x[..., 3] / 2
+    y[..., 2] = x[..., 0] + x[..., 2] / 2
+    y[..., 3] = x[..., 1] + x[..., 3] / 2
+    return y
+
+
+def xywhn2xyxy(x, w=640, h=640, padw=0, padh=0):
+    y = _clone(x)
+    y[..., 0] = w * (x[..., 0] - x[..., 2] / 2) + padw
+    y[..., 1] = h * (x[..., 1] - x[..., 3] / 2) + padh
+    y[..., 2] = w * (x[..., 0] + x[..., 2] / 2) + padw
+    y[..., 3] = h * (x[..., 1] + x[..., 3] / 2) + padh
+    return y
+
+
+def xyxy2xywhn(x, w=640, h=640, clip=False, eps=0.0):
+    if clip:
+        x = _clone(x)
+        clip_boxes(x, (h - eps, w - eps))
+    y = _clone(x)
+    y[..., 0] = ((x[..., 0] + x[..., 2]) / 2) / w
+    y[..., 1] = ((x[..., 1] + x[..., 3]) / 2) / h
+    y[..., 2] = (x[..., 2] - x[..., 0]) / w
+    y[..., 3] = (x[..., 3] - x[..., 1]) / h
+    return y
+
+
+def xyn2xy(x, w=640, h=640, padw=0, padh=0):
+    y = _clone(x)
+    y[..., 0] = w * x[..., 0] + padw
+    y[..., 1] = h * x[..., 1] + padh
+    return y
+
+
+def clip_boxes(boxes, shape):
+    """Clip xyxy boxes in place to an image of shape (h, w)."""
+    if isinstance(boxes, np.ndarray):
+        boxes[..., [0, 2]] = boxes[..., [0, 2]].clip(0, shape[1])
+        boxes[..., [1, 3]] = boxes[..., [1, 3]].clip(0, shape[0])
+    else:
+        boxes[..., 0].clamp_(0, shape[1])
+        boxes[..., 1].clamp_(0, shape[0])
+        boxes[..., 2].clamp_(0, shape[1])
+        boxes[..., 3].clamp_(0, shape[0])
+    return boxes
+
+
+def scale_boxes(img1_shape, boxes, img0_shape, ratio_pad=None):
+    """Map xyxy boxes from a letterboxed image of shape img1_shape back to the original img0_shape."""
+    if ratio_pad is None:
+        gain = min(img1_shape[0] / img0_shape[0], img1_shape[1] / img0_shape[1])
+        pad = (img1_shape[1] - img0_shape[1] * gain) / 2, (img1_shape[0] - img0_shape[0] * gain) / 2
+    else:
+        gain = ratio_pad[0][0]
+        pad = ratio_pad[1]
+    boxes[..., [0, 2]] -= pad[0]
+    boxes[..., [1, 3]] -= pad[1]
+    boxes[..., :4] /= gain
+    clip_boxes(boxes, img0_shape)
+    return boxes
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Non-maximum suppression (owned by the validation helper). OneFlow 0.9.0's flow.nms has only a CUDA kernel and
+# torchvision is optional, so greedy NMS is also implemented here in numpy; nms_kernel() is used where it works.
+def _greedy_nms_numpy(boxes, scores, iou_thres):
+    """Greedy NMS on xyxy boxes (n,4) with scores (n,): indices of kept boxes, highest score first.
+    Same rule as torchvision.ops.nms: a box is dropped when its IoU with a kept, higher-scoring box is > iou_thres.
+    Each step is vectorised over the boxes still alive, so the cost is O(kept * n) numpy work, not O(n^2) Python."""
+    order = np.argsort(-scores, kind="stable")
+    x1, y1, x2, y2 = (boxes[:, k] for k in range(4))
+    areas = (x2 - x1) * (y2 - y1)
+    keep = []
+    while order.size:
+        i, rest = order[0], order[1:]
+        keep.append(i)
+        w = np.clip(np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest]), 0, None)
+        h = np.clip(np.minimum(y2[i], y2[rest]) - np.maximum(y1[i], y1[rest]), 0, None)
+        inter = w * h
+        iou = inter / (areas[i] + areas[rest] - inter)
+        order = rest[~(iou > iou_thres)]  # NaN IoU (zero-area pairs) keeps the box, as torchvision does
+    return np.asarray(keep, dtype=np.int64)
+
+
+def nms_numpy(boxes, scores, iou_thres, groups=None):
+    """Greedy NMS per group (class) in numpy. Boxes of different groups never suppress each other; splitting by
+    group keeps each greedy loop short (the class-offset trick would work too, but makes every loop see all boxes).
+    Returns kept indices sorted by descending score, like torchvision's batched_nms."""
+    boxes = np.asarray(boxes, dtype=np.float32).reshape(-1, 4)
+    scores = np.asarray(scores, dtype=np.float32).reshape(-1)
+    if groups is None:
+        return _greedy_nms_numpy(boxes, scores, iou_thres)
+    groups = np.asarray(groups).reshape(-1)
+    kept = [idx[_greedy_nms_numpy(boxes[idx], scores[idx], iou_thres)]
+            for idx in (np.flatnonzero(groups == g) for g in np.unique(groups))]
+    if not kept:
+        return np.zeros(0, dtype=np.int64)
+    kept = np.concatenate(kept)
+    return kept[np.argsort(-scores[kept], kind="stable")]
+
+
+def _nms_indices(boxes, scores, classes, iou_thres, agnostic, kernel):
+    """Indices (framework long tensor on boxes.device) of the boxes kept, best first."""
+    if kernel is not None:
+        if not agnostic:  # shift each class by max_wh=7680 so boxes of different classes never overlap
+            boxes = boxes + classes[:, None] * 7680.0
+        return kernel(boxes, scores, iou_thres)
+    from utils.backend import from_numpy, to_numpy
+    i = nms_numpy(to_numpy(boxes), to_numpy(scores), iou_thres, None if agnostic else to_numpy(classes))
+    return from_numpy(i).to(boxes.device)
+
+
+def non_max_suppression(prediction, conf_thres=0.25, iou_thres=0.45, classes=None, agnostic=False, multi_label=False,
+                        labels=(), max_det=300, nm=0, max_nms=30000, time_limit=None):
+    """Filter raw detections (bs, n, 5 + nc + nm) [xywh, obj, cls..., masks...] into a list of bs tensors (k, 6 + nm)
+    [x1, y1, x2, y2, conf, cls, masks...], conf = obj * cls.
+
+    multi_label: one row per (box, class) pair above conf_thres (what val.py uses) instead of the best class only.
+    labels: optional per-image (m, 5) [cls, xyxy] tensors appended as confidence-1 boxes (val --save-hybrid).
+    max_nms: candidate cap per image before NMS (highest confidence kept). max_det: rows kept per image after NMS.
+    time_limit: seconds for the whole batch or None. When it runs out, the images not processed yet keep empty
+    outputs and a warning says how many were cut (never silently)."""
+    from utils.backend import nms_kernel
+    if isinstance(prediction, (list, tuple)):  # eval-mode model output (inference, raw maps)
+        prediction = prediction[0]
+    assert 0 <= conf_thres <= 1 and 0 <= iou_thres <= 1, f"bad thresholds conf={conf_thres} iou={iou_thres}"
+    bs = prediction.shape[0]
+    nc = prediction.shape[2] - nm - 5
+    mi = 5 + nc  # first mask column
+    multi_label &= nc > 1
+    kernel = nms_kernel(prediction.device)
+    output = [torch.zeros((0, 6 + nm), device=prediction.device) for _ in range(bs)]
+    t0 = time.time()
+    for xi in range(bs):
+        x = prediction[xi]
+        x = x[x[:, 4] > conf_thres]  # objectness pre-filter: cheap and removes most anchors
+        if labels is not None and len(labels) and len(labels[xi]):  # autolabelling: add ground truth as detections
+            lb = labels[xi]
+            v = torch.zeros((len(lb), nc + nm + 5), device=x.device)
+            v[:, :4] = xyxy2xywh(lb[:, 1:5])
+            v[:, 4] = 1.0
+            v[torch.arange(len(lb)), lb[:, 0].long() + 5] = 1.0
+            x = torch.cat((x, v.to(x.dtype)), 0)
+        if not x.shape[0]:
+            continue
+        x = x.clone()
+        x[:, 5:mi] *= x[:, 4:5]  # conf = obj_conf * cls_conf
+        box = xywh2xyxy(x[:, :4])
+        mask = x[:, mi:]
+        if multi_label:
+            i, j = (x[:, 5:mi] > conf_thres).nonzero(as_tuple=False).T
+            x = torch.cat((box[i], x[i, j + 5].unsqueeze(1), j.unsqueeze(1).to(x.dtype), mask[i]), 1)
+        else:
+            conf, j = x[:, 5:mi].max(1, keepdim=True)
+            keep = conf.view(-1) > conf_thres
+            x = torch.cat((box, conf, j.to(x.dtype), mask), 1)[keep]
+        if classes is not None:
+            allowed = torch.tensor(list(classes), device=x.device, dtype=x.dtype)
+            x = x[(x[:, 5:6] == allowed).any(1)]
+        if not x.shape[0]:
+            continue
+        if x.shape[0] > max_nms:
+            x = x[x[:, 4].argsort(descending=True)[:max_nms]]
+        i = _nms_indices(x[:, :4], x[:, 4], x[:, 5], iou_thres, agnostic, kernel)[:max_det]
+        output[xi] = x[i]
+        if time_limit is not None and time.time() - t0 > time_limit and xi < bs - 1:
+            LOGGER.warning(f"WARNING: NMS time limit {time_limit:.3f}s exceeded: {bs - 1 - xi} of {bs} images in this "
+                           f"batch were cut and have no detections")
+            break
+    return output

@@ -1,0 +1,91 @@
+"""Model summary (layers, parameters, gradients, GFLOPs) and conv+BN fusion.
+
+GFLOPs are counted here, with forward hooks, the way ultralytics counts them through thop: multiply-accumulates of
+each convolution (output elements x (input channels per group x kernel area + 1 for a bias of its own; a bias
+folded in from BatchNorm is not counted)), 4 operations per
+element for each affine BatchNorm, nothing for activations, pooling or nearest upsampling; the total is doubled
+(MACs -> FLOPs) and measured on a stride-sized input, then scaled to the image size.
+"""
+from pathlib import Path
+
+from utils.backend import nn, torch
+
+
+def _conv_macs(m, inputs, output):
+    k = m.weight.shape
+    # ultralytics' published figures count the bias of the Detect convs but not a bias folded in from BatchNorm
+    bias_ops = 1 if m.bias is not None and not getattr(m, "bn_folded", False) else 0
+    return output.numel() * (k[1] * k[2] * k[3] + bias_ops)  # k[1] is already in_channels // groups
+
+
+def _bn_ops(m, inputs, output):
+    return inputs[0].numel() * (4 if m.affine else 2)
+
+
+def count_flops(model, img_size=640):
+    """GFLOPs of one forward pass at img_size (int or (h, w)), or None when the model cannot be run."""
+    stride = 32
+    if hasattr(model, "stride") and model.stride is not None:
+        stride = max(int(model.stride.max()), 32)
+    ch = model.yaml.get("ch", 3) if hasattr(model, "yaml") else 3
+    p = next(model.parameters())
+    total = [0]
+    hooks = []
+    counters = {nn.Conv2d: _conv_macs, nn.BatchNorm2d: _bn_ops}
+
+    def hook(mod, inputs, output):
+        total[0] += counters[type(mod)](mod, inputs, output)
+
+    for m in model.modules():
+        if type(m) in counters:
+            handle = m.register_forward_hook(hook)
+            hooks.append((m, handle))
+    was_training = model.training
+    try:
+        model.eval()  # eval: BatchNorm running statistics must not move
+        with torch.no_grad():
+            model(torch.zeros(1, ch, stride, stride, dtype=p.dtype, device=p.device))
+    finally:
+        model.train(was_training)
+        for m, handle in hooks:
+            if handle is not None:
+                handle.remove()
+            else:  # OneFlow 0.9.0 returns no handle: its hooks sit in a plain list on the module
+                m._forward_hooks.clear() if isinstance(m._forward_hooks, dict) else m._forward_hooks.remove(hook)
+    h, w = (img_size, img_size) if isinstance(img_size, int) else img_size
+    return total[0] * 2 / 1e9 * (h / stride) * (w / stride)
+
+
+def model_summary(model, img_size=640, verbose=False):
+    """'YOLOv5s summary: 214 layers, 7235389 parameters, 7235389 gradients, 16.6 GFLOPs' as ultralytics prints it."""
+    n_p = sum(p.numel() for p in model.parameters())
+    n_g = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    lines = []
+    if verbose:
+        lines.append(f"{'layer':>5} {'name':>40} {'gradient':>9} {'parameters':>12} {'shape':>20}")
+        for i, (name, p) in enumerate(model.named_parameters()):
+            lines.append(f"{i:5g} {name:>40} {str(p.requires_grad):>9} {p.numel():12g} {str(list(p.shape)):>20}")
+    try:
+        flops = count_flops(model, img_size)
+        fs = f", {flops:.1f} GFLOPs"
+    except Exception:  # a model that cannot run at a stride-sized input still gets its counts
+        fs = ""
+    yaml_file = getattr(model, "yaml_file", "") or ""
+    name = Path(yaml_file).stem.replace("yolov5", "YOLOv5") if yaml_file else "Model"
+    lines.append(f"{name} summary: {len(list(model.modules()))} layers, {n_p} parameters, {n_g} gradients{fs}")
+    return "\n".join(lines)
+
+
+def fuse_conv_and_bn(conv, bn):
+    """A Conv2d with bias equal to conv followed by bn in eval mode: w' = w*g/s, b' = beta + (b - mean)*g/s."""
+    fused = nn.Conv2d(conv.in_channels, conv.out_channels, kernel_size=conv.kernel_size, stride=conv.stride,
+                      padding=conv.padding, dilation=conv.dilation, groups=conv.groups, bias=True)
+    fused = fused.requires_grad_(False).to(conv.weight.device)
+    fused.bn_folded = True  # the FLOP count does not charge for this bias (see count_flops)
+    with torch.no_grad():
+        scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+        w = conv.weight.view(conv.out_channels, -1) * scale.view(-1, 1)
+        fused.weight.copy_(w.view(fused.weight.shape))
+        b = conv.bias if conv.bias is not None else torch.zeros(conv.out_channels, device=conv.weight.device)
+        fused.bias.copy_(bn.bias + (b - bn.running_mean) * scale)
+    return fused
