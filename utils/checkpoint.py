@@ -432,6 +432,17 @@ def _backend():
     return backend
 
 
+def _from_numpy(a, bk):
+    """utils.backend.from_numpy, keeping 0-d arrays 0-d (np.ascontiguousarray under numpy 1.x makes them 1-d,
+    which breaks loading BatchNorm's num_batches_tracked). Dtypes a framework lacks (OneFlow: int16) are widened."""
+    a = np.asarray(a)
+    try:
+        t = bk.from_numpy(a)
+    except Exception:
+        t = bk.from_numpy(a.astype(np.int32 if a.dtype.kind in "iu" and a.itemsize < 4 else np.int64))
+    return t.reshape(a.shape) if tuple(t.shape) != a.shape else t
+
+
 def _is_tensor(x, bk):
     return bk is not None and isinstance(x, bk.torch.Tensor)
 
@@ -634,10 +645,7 @@ class _Decoder:
 
     def tensor(self, a, requires_grad=False, param=False):
         bk = self.bk
-        try:
-            t = bk.from_numpy(a)
-        except Exception:  # a dtype the framework lacks (OneFlow has no int16): widen it
-            t = bk.from_numpy(a.astype(np.int32 if a.dtype.kind in "iu" and a.itemsize < 4 else np.int64))
+        t = _from_numpy(a, bk)
         if self.map_location is not None:
             t = t.to(self.map_location)
         if param:
@@ -745,7 +753,7 @@ def load_record_state_dict(model, state_dict, source="checkpoint"):
         if tuple(a.shape) != tuple(ref.shape):
             raise CheckpointError(f"{source}: {k} has shape {tuple(a.shape)}, the model expects {tuple(ref.shape)}")
         np_dtype = np.dtype(str(ref.dtype).split(".")[-1]) if "bfloat16" not in str(ref.dtype) else np.float32
-        new[k] = bk.from_numpy(a.astype(np_dtype, copy=False)).to(ref.device)
+        new[k] = _from_numpy(a.astype(np_dtype, copy=False), bk).to(ref.device)
     model.load_state_dict(new)
     return model
 
