@@ -1,0 +1,169 @@
+"""Train a YOLOv5 model on a detection dataset, on OneFlow or PyTorch (YOLO_BACKEND=oneflow|torch).
+
+Usage - single process (CPU or one GPU):
+    $ python train.py --data data/shapes.yaml --cfg yolov5n.yaml --weights '' --img 256 --epochs 30
+    $ python train.py --data coco128.yaml --weights ../shared/weights/yolov5n.pt --img 320 --epochs 3
+    $ python train.py --resume                      # continue the most recent run from its last.pt
+Usage - DDP (one process per GPU; --batch-size is the total):
+    $ python -m torch.distributed.run --nproc_per_node 2 train.py --data coco128.yaml --batch-size 64 --device 0,1
+    $ python -m oneflow.distributed.launch --nproc_per_node 2 train.py --data coco128.yaml --batch-size 64 --device 0,1
+
+The loop itself lives in utils/trainer.py; this file parses flags, resolves resume/evolve, picks the device.
+"""
+import argparse
+import glob
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))
+
+from utils import backend  # noqa: E402
+from utils.general import LOGGER, colorstr, increment_path  # noqa: E402
+from utils.trainer import TrainingError, dist_context, train  # noqa: E402
+
+
+def parse_opt(known=False):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--weights", type=str, default=str(ROOT / "yolov5s.pt"), help="initial weights path")
+    parser.add_argument("--cfg", type=str, default="", help="model.yaml path")
+    parser.add_argument("--data", type=str, default=str(ROOT / "data/coco128.yaml"), help="dataset.yaml path")
+    parser.add_argument("--hyp", type=str, default=str(ROOT / "data/hyps/hyp.scratch-low.yaml"), help="hyperparameters path")
+    parser.add_argument("--epochs", type=int, default=100, help="total training epochs")
+    parser.add_argument("--batch-size", type=int, default=16, help="total batch size for all GPUs")
+    parser.add_argument("--imgsz", "--img", "--img-size", type=int, default=640, help="train, val image size (pixels)")
+    parser.add_argument("--rect", action="store_true", help="rectangular training")
+    parser.add_argument("--resume", nargs="?", const=True, default=False, help="resume most recent training")
+    parser.add_argument("--nosave", action="store_true", help="only save final checkpoint")
+    parser.add_argument("--noval", action="store_true", help="only validate final epoch")
+    parser.add_argument("--noautoanchor", action="store_true", help="disable AutoAnchor")
+    parser.add_argument("--noplots", action="store_true", help="save no plot files")
+    parser.add_argument("--evolve", type=int, nargs="?", const=300, help="evolve hyperparameters for x generations")
+    parser.add_argument("--cache", type=str, nargs="?", const="ram", help="image --cache ram/disk")
+    parser.add_argument("--image-weights", action="store_true", help="use weighted image selection for training")
+    parser.add_argument("--device", default="", help="cuda device, i.e. 0 or 0,1,2,3 or cpu")
+    parser.add_argument("--multi-scale", action="store_true", help="vary img-size +/- 50%%")
+    parser.add_argument("--single-cls", action="store_true", help="train multi-class data as single-class")
+    parser.add_argument("--optimizer", type=str, choices=["SGD", "Adam", "AdamW"], default="SGD", help="optimizer")
+    parser.add_argument("--sync-bn", action="store_true", help="use SyncBatchNorm, only available in DDP mode")
+    parser.add_argument("--workers", type=int, default=8, help="max dataloader workers (per RANK in DDP mode)")
+    parser.add_argument("--project", default=str(ROOT / "runs/train"), help="save to project/name")
+    parser.add_argument("--name", default="exp", help="save to project/name")
+    parser.add_argument("--exist-ok", action="store_true", help="existing project/name ok, do not increment")
+    parser.add_argument("--quad", action="store_true", help="quad dataloader")
+    parser.add_argument("--cos-lr", action="store_true", help="cosine LR scheduler")
+    parser.add_argument("--label-smoothing", type=float, default=0.0, help="Label smoothing epsilon")
+    parser.add_argument("--patience", type=int, default=100, help="EarlyStopping patience (epochs without improvement)")
+    parser.add_argument("--freeze", nargs="+", type=int, default=[0], help="Freeze layers: backbone=10, first3=0 1 2")
+    parser.add_argument("--save-period", type=int, default=-1, help="Save checkpoint every x epochs (disabled if < 1)")
+    parser.add_argument("--seed", type=int, default=0, help="Global training seed")
+    parser.add_argument("--local_rank", "--local-rank", type=int, default=-1, help="Automatic DDP Multi-GPU argument, do not modify")
+    # This project's speed-ups (see issue 6): fused CIoU in the loss, fused EMA/optimizer updates.
+    parser.add_argument("--bbox_iou_optim", action="store_true", help="fused bbox_iou (CIoU) in the loss")
+    parser.add_argument("--multi_tensor_optimizer", action="store_true", help="fused multi-tensor EMA and optimizer update")
+    return parser.parse_known_args()[0] if known else parser.parse_args()
+
+
+def get_latest_run(search_dir="."):
+    """The most recently written last*.pt under search_dir (for --resume without a path)."""
+    runs = glob.glob(f"{search_dir}/**/last*.pt", recursive=True)
+    return max(runs, key=os.path.getctime) if runs else ""
+
+
+def resume_opt(opt):
+    """The options of the run being resumed (from its last.pt), pointing --weights at that last.pt."""
+    from utils.checkpoint import CheckpointError, load_checkpoint
+    last = Path(opt.resume if isinstance(opt.resume, str) else get_latest_run(opt.project))
+    if not last.is_file():
+        raise TrainingError(f"--resume: no checkpoint found at '{last}'. Give the path of a run's weights/last.pt.")
+    try:
+        ckpt = load_checkpoint(last, tensors=False, build_models=False)
+    except CheckpointError as e:
+        raise TrainingError(f"--resume: {e}") from e
+    if not isinstance(ckpt.get("opt"), dict) or ckpt.get("optimizer") is None:
+        raise TrainingError(f"--resume: {last} is a finished (stripped) or foreign checkpoint; it cannot be resumed. "
+                            "Use it as --weights to start a new run.")
+    saved = dict(ckpt["opt"])
+    save_dir = last.parent.parent
+    new = argparse.Namespace(**saved)
+    new.resume, new.weights, new.cfg, new.save_dir = True, str(last), "", str(save_dir)
+    hyp_yaml = save_dir / "hyp.yaml"
+    new.hyp = str(hyp_yaml) if hyp_yaml.is_file() else saved.get("hyp")
+    for k in ("bbox_iou_optim", "multi_tensor_optimizer"):  # runs saved before these flags existed
+        setattr(new, k, bool(saved.get(k, False)))
+    LOGGER.info(f"Resuming from {last}")
+    return new
+
+
+def main(opt):
+    rank, world_size, local_rank = dist_context()
+    if opt.resume and not opt.evolve:
+        opt = resume_opt(opt)
+    else:
+        opt.data, opt.cfg, opt.hyp, opt.weights, opt.project = (str(x) for x in (opt.data, opt.cfg, opt.hyp,
+                                                                                  opt.weights, opt.project))
+        if not (opt.cfg or opt.weights):
+            raise TrainingError("Either --cfg or --weights must be specified")
+        if opt.evolve:
+            if opt.project == str(ROOT / "runs/train"):
+                opt.project = str(ROOT / "runs/evolve")
+            opt.exist_ok, opt.resume = opt.resume, False
+        opt.save_dir = str(increment_path(Path(opt.project) / opt.name, exist_ok=opt.exist_ok))
+        opt.resume = False
+
+    device = select_training_device(opt, world_size, local_rank)
+    if opt.evolve:
+        from utils.evolve import evolve
+        from utils.trainer import Trainer
+        evolve(Trainer._load_hyp(opt.hyp), opt, device, train)
+        return None
+    return train(opt.hyp, opt, device)
+
+
+def select_training_device(opt, world_size, local_rank):
+    """The device for this process. Under a launcher, rank i takes GPU local_rank; several GPUs without one
+    are refused with a pointer to DDP."""
+    try:
+        device = backend.select_device(opt.device, batch_size=opt.batch_size)
+    except ValueError as e:
+        raise TrainingError(str(e)) from e
+    n_ids = len([s for s in str(opt.device).replace("cuda:", "").split(",") if s.strip().isdigit()])
+    if world_size == 1 and n_ids > 1:
+        raise TrainingError(f"--device {opt.device} names {n_ids} GPUs but this is a single process: launch DDP "
+                            f"with 'python -m torch.distributed.run --nproc_per_node {n_ids} train.py ...' or "
+                            f"'python -m oneflow.distributed.launch --nproc_per_node {n_ids} train.py ...'.")
+    if world_size > 1:
+        if opt.batch_size % world_size:
+            raise TrainingError(f"--batch-size {opt.batch_size} must be a multiple of WORLD_SIZE {world_size}")
+        if opt.evolve:
+            raise TrainingError("--evolve is not compatible with DDP training")
+        if backend.is_cuda(device):
+            device = backend.device(f"cuda:{max(local_rank, 0)}")
+            if hasattr(backend.torch.cuda, "set_device"):
+                backend.torch.cuda.set_device(max(local_rank, 0))
+        backend.init_process_group(device)
+    return device
+
+
+def run(**kwargs):
+    """Python entry point: run(data='coco128.yaml', imgsz=320, weights='yolov5n.pt', epochs=3). Returns opt, with
+    opt.results the final (P, R, mAP50, mAP50-95, val box, obj, cls)."""
+    opt = parse_opt(True)
+    for k, v in kwargs.items():
+        setattr(opt, k, v)
+    opt.results = main(opt)
+    return opt
+
+
+if __name__ == "__main__":
+    try:
+        main(parse_opt())
+    except TrainingError as e:
+        LOGGER.error(f"{colorstr('red', 'bold', 'train: ')}{e}")
+        sys.exit(1)
+    except KeyboardInterrupt:
+        LOGGER.error("\nInterrupted: nothing partial was written; weights/last.pt holds the last finished epoch "
+                     "(continue with --resume).")
+        sys.exit(130)
