@@ -85,7 +85,7 @@ def test_batch_images_are_independent_and_eval_tuple_accepted():
 
 def test_save_hybrid_labels_are_added_with_conf_1():
     p = _pred([(150, 150, 20, 20, 0.9, 0)])
-    lb = [from_numpy(np.array([[2, 10, 10, 30, 30]], np.float32))]  # cls, xyxy
+    lb = [from_numpy(np.array([[2, 20, 20, 20, 20]], np.float32))]  # cls, xywh pixels
     out = to_numpy(non_max_suppression(p, 0.25, 0.45, labels=lb)[0])
     assert len(out) == 2
     np.testing.assert_allclose(out[0], [10, 10, 30, 30, 1.0, 2], atol=1e-5)

@@ -203,7 +203,7 @@ def non_max_suppression(prediction, conf_thres=0.25, iou_thres=0.45, classes=Non
     [x1, y1, x2, y2, conf, cls, masks...], conf = obj * cls.
 
     multi_label: one row per (box, class) pair above conf_thres (what val.py uses) instead of the best class only.
-    labels: optional per-image (m, 5) [cls, xyxy] tensors appended as confidence-1 boxes (val --save-hybrid).
+    labels: optional per-image (m, 5) [cls, x, y, w, h] pixel tensors added as confidence-1 boxes (--save-hybrid).
     max_nms: candidate cap per image before NMS (highest confidence kept). max_det: rows kept per image after NMS.
     time_limit: seconds for the whole batch or None. When it runs out, the images not processed yet keep empty
     outputs and a warning says how many were cut (never silently)."""
@@ -224,7 +224,7 @@ def non_max_suppression(prediction, conf_thres=0.25, iou_thres=0.45, classes=Non
         if labels is not None and len(labels) and len(labels[xi]):  # autolabelling: add ground truth as detections
             lb = labels[xi]
             v = torch.zeros((len(lb), nc + nm + 5), device=x.device)
-            v[:, :4] = xyxy2xywh(lb[:, 1:5])
+            v[:, :4] = lb[:, 1:5]
             v[:, 4] = 1.0
             v[torch.arange(len(lb)), lb[:, 0].long() + 5] = 1.0
             x = torch.cat((x, v.to(x.dtype)), 0)
@@ -255,3 +255,10 @@ def non_max_suppression(prediction, conf_thres=0.25, iou_thres=0.45, classes=Non
                            f"batch were cut and have no detections")
             break
     return output
+
+
+def coco80_to_coco91_class():
+    """COCO's 80 training classes -> the category ids (1..90, with gaps) of the official annotation files."""
+    return [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 27, 28, 31, 32, 33,
+            34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61,
+            62, 63, 64, 65, 67, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 84, 85, 86, 87, 88, 89, 90]
