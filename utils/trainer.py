@@ -48,9 +48,9 @@ class NonFiniteLossError(TrainingError):
 def dist_context():
     try:
         from utils import dist
-    except ImportError:
-        dist = backend
-    return dist.get_rank(), dist.get_world_size(), dist.get_local_rank()
+        return dist.rank(), dist.world_size(), dist.local_rank()
+    except (ImportError, AttributeError):  # utils/dist.py not there yet: the backend's own helpers
+        return backend.get_rank(), backend.get_world_size(), backend.get_local_rank()
 
 
 # ----------------------------------------------------------------------------------------------------------------
