@@ -1,0 +1,102 @@
+"""Horizontally fused (multi-tensor) EMA and optimizer updates: --multi_tensor_optimizer.
+
+The EMA update touches every floating tensor of the model (~350 for yolov5s); as a Python loop that is two small
+kernels per tensor, and on a GPU the launches, not the arithmetic, set the time (the seed measured 7.4 ms per
+step, 0.13 ms fused). One fused launch over all tensors removes that:
+
+* OneFlow + CUDA fp32: ``flow._C.multi_tensor_yolov5_weight_update(ema, model, d)`` (ema = d * ema + (1 - d) * model).
+* PyTorch, any device: ``torch._foreach_mul_`` + ``torch._foreach_add_`` (one launch per chunk of tensors on CUDA;
+  on the CPU it is the same per-tensor arithmetic, so it is exactly equal to the loop).
+* otherwise: the per-tensor loop, as the official trainer does it.
+
+utils/torch_utils.py (ModelEMA, smart_optimizer) calls ``ema_update_`` and ``optimizer_kwargs``.
+"""
+import inspect
+
+from utils.backend import IS_ONEFLOW, IS_TORCH, has_foreach, has_multi_tensor_ema, is_cuda, torch
+
+__all__ = ["ema_update_", "ema_impl", "optimizer_kwargs", "optimizer_impl"]
+
+
+def ema_impl(ema_tensors, fused):
+    """Which implementation ema_update_ uses: 'oneflow-multi-tensor', 'foreach' or 'loop'."""
+    if not fused or not ema_tensors:
+        return "loop"
+    if IS_ONEFLOW:
+        dev = ema_tensors[0].device
+        ok = has_multi_tensor_ema(dev) and all(t.dtype == torch.float32 and t.device == dev for t in ema_tensors)
+        return "oneflow-multi-tensor" if ok else "loop"
+    return "foreach" if has_foreach() else "loop"
+
+
+def ema_update_(ema_tensors, model_tensors, d, fused):
+    """In place: ema = d * ema + (1 - d) * model for each pair. Call under no_grad. ``fused`` is the flag."""
+    if len(ema_tensors) != len(model_tensors):
+        raise ValueError(f"EMA has {len(ema_tensors)} floating tensors, the model {len(model_tensors)}")
+    model_tensors = [m.detach() for m in model_tensors]  # OneFlow's state_dict() values are not detached
+    impl = ema_impl(ema_tensors, fused)
+    if impl == "oneflow-multi-tensor":
+        if any(m.dtype != torch.float32 for m in model_tensors):
+            model_tensors = [m.float() for m in model_tensors]
+        torch._C.multi_tensor_yolov5_weight_update(ema_tensors, model_tensors, float(d))
+    elif impl == "foreach":
+        if any(e.dtype != m.dtype for e, m in zip(ema_tensors, model_tensors)):
+            model_tensors = [m.to(e.dtype) for e, m in zip(ema_tensors, model_tensors)]
+        torch._foreach_mul_(ema_tensors, d)
+        torch._foreach_add_(ema_tensors, model_tensors, alpha=1 - d)
+    else:
+        for e, m in zip(ema_tensors, model_tensors):
+            e.mul_(d).add_(m.to(e.dtype), alpha=1 - d)
+
+
+def _accepts(cls, arg):
+    try:
+        return arg in inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def optimizer_kwargs(name, fused, device):
+    """Constructor arguments that make optimizer ``name`` (SGD, Adam, AdamW) step all tensors at once.
+
+    fused=False returns {}: the framework's default step, exactly what the official trainer gets.
+    PyTorch: fused=True (one kernel for every tensor) on CUDA, foreach=True elsewhere (same maths as the loop).
+    OneFlow: fused=True on CUDA (multi_tensor_sgd/momentum/adam_update); on the CPU OneFlow has no fused kernel and
+    would only warn, so {}. Pass all parameter groups to the constructor: OneFlow's fused SGD crashes on groups
+    added later with add_param_group.
+    """
+    if not fused:
+        return {}
+    cls = getattr(torch.optim, name, None)
+    if cls is None:
+        raise ValueError(f"unknown optimizer {name!r}: use SGD, Adam or AdamW")
+    cuda = is_cuda(device)
+    if IS_ONEFLOW:
+        return {"fused": True} if cuda and _accepts(cls, "fused") else {}
+    if cuda and _accepts(cls, "fused"):
+        return {"fused": True}
+    if _accepts(cls, "foreach"):
+        return {"foreach": True}
+    return {}
+
+
+def _group_get(group, key):
+    try:  # PyTorch groups are dicts; OneFlow's ParamGroup has __getitem__ only
+        return group[key]
+    except (KeyError, AttributeError, TypeError):
+        return None
+
+
+def optimizer_impl(optimizer):
+    """'fused', 'foreach' or 'loop': how this optimizer steps (for logs and the benchmark)."""
+    if not optimizer.param_groups:
+        return "loop"
+    g = optimizer.param_groups[0]
+    if _group_get(g, "fused"):
+        return "fused"
+    foreach = _group_get(g, "foreach")
+    params = _group_get(g, "params") or []
+    # PyTorch picks foreach by itself (foreach=None) when the tensors are on CUDA
+    if foreach or (IS_TORCH and foreach is None and len(params) and is_cuda(params[0])):
+        return "foreach"
+    return "loop"
