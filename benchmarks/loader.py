@@ -1,0 +1,137 @@
+"""Training-loader benchmark: images/s through the real DataLoader (workers, collate, transfer to the main process)
+and the per-stage cost measured in-process on one core.
+
+    python benchmarks/loader.py                                 # coco128, 640, hyp.scratch-low, 1 worker
+    python benchmarks/loader.py --data shapes.yaml --img 256 --workers 2
+    python benchmarks/loader.py --classic                       # ultralytics-style canvas + full warp, to compare
+
+--data takes a dataset YAML or an images folder; the default coco128 uses ../shared/data/coco128 when
+data/coco128.yaml's own folder is missing, so it runs offline.
+"""
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import cv2  # noqa: E402
+import yaml  # noqa: E402
+
+from utils.dataloaders import LoadImagesAndLabels, StageTimer, create_dataloader  # noqa: E402
+from utils.dataset_config import check_dataset  # noqa: E402
+
+
+def resolve_train_path(data):
+    if data == "coco128":
+        shared = ROOT.parent / "shared" / "data" / "coco128"
+        try:
+            return check_dataset("coco128.yaml", autodownload=False)["train"]
+        except FileNotFoundError:
+            if shared.is_dir():
+                return str(shared / "images" / "train2017")
+            raise
+    if Path(data).is_dir():
+        return str(data)
+    return check_dataset(data)["train"]
+
+
+def children_cpu_seconds():
+    """utime+stime of this process's live children (the loader workers), from /proc; None off Linux."""
+    total, me, tick = 0.0, str(os.getpid()), os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    try:
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    with open(f"/proc/{d}/stat") as f:
+                        parts = f.read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if parts[1] == me:  # field 4: ppid
+                    total += (int(parts[11]) + int(parts[12])) / tick  # fields 14, 15: utime, stime
+    except OSError:
+        return None
+    return total
+
+
+def throughput(path, opt, hyp):
+    loader, dataset = create_dataloader(path, opt.img, opt.batch_size, 32, hyp=hyp, augment=True, cache=opt.cache,
+                                        workers=opt.workers, shuffle=True, seed=0, fused=not opt.classic)
+    n = 0
+    for imgs, *_ in loader:  # warm-up epoch: worker start, first reads
+        n += imgs.shape[0]
+    c0, m0 = children_cpu_seconds(), time.process_time()
+    t0, n = time.perf_counter(), 0
+    while n < opt.images:
+        for imgs, *_ in loader:
+            n += imgs.shape[0]
+    dt = time.perf_counter() - t0
+    c1, m1 = children_cpu_seconds(), time.process_time()
+    cpu = (c1 - c0 if c0 is not None and loader.num_workers else 0.0) + (m1 - m0)
+    return n / dt, n, dt, loader.num_workers, cpu
+
+
+def stages(path, opt, hyp):
+    """Per-stage cost, in this process with one OpenCV thread (what one worker does)."""
+    cv2.setNumThreads(1)
+    ds = LoadImagesAndLabels(path, opt.img, opt.batch_size, augment=True, hyp=hyp, cache_images=opt.cache,
+                             fused=not opt.classic)
+    ds.profile = StageTimer(clock=time.thread_time)
+    import random
+    random.seed(0)
+    n, t_collate, t0 = 0, 0.0, time.thread_time()
+    idx = list(range(len(ds)))
+    while n < opt.images:
+        random.shuffle(idx)
+        for b in range(0, len(idx), opt.batch_size):
+            items = [ds[i] for i in idx[b:b + opt.batch_size]]
+            tc = time.thread_time()
+            LoadImagesAndLabels.collate_fn(items)
+            t_collate += time.thread_time() - tc
+            n += len(items)
+    total = time.thread_time() - t0
+    t = dict(ds.profile.t)
+    t["collate"] = t_collate
+    return {k: v / n * 1e3 for k, v in t.items()}, total / n * 1e3
+
+
+def main(opt):
+    with open(opt.hyp if Path(opt.hyp).is_file() else ROOT / "data" / "hyps" / Path(opt.hyp).name) as f:
+        hyp = yaml.safe_load(f)
+    path = resolve_train_path(opt.data)
+    mode = "classic (canvas + full warp)" if opt.classic else "fused (one warp per tile)"
+    print(f"loader benchmark: {path}  img {opt.img}  batch {opt.batch_size}  hyp {Path(opt.hyp).name}  "
+          f"cache {opt.cache}  mosaic {mode}  cpus {os.cpu_count()}")
+    ips, n, dt, nw, cpu = throughput(path, opt, hyp)
+    print(f"throughput: {ips:.1f} images/s with {nw} worker(s) ({n} images in {dt:.2f}s wall, after a warm-up epoch)")
+    print(f"  CPU used by workers + main: {cpu / n * 1e3:.2f} ms/image = {n / max(cpu, 1e-9):.1f} images per CPU-second "
+          f"(load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus: wall figures shrink when shared)")
+    if not opt.no_stages:
+        per, total = stages(path, opt, hyp)
+        print("per-stage CPU cost, one process, 1 OpenCV thread (CPU ms/image, robust to other load):")
+        order = ["read/decode", "mosaic", "perspective", "letterbox/perspective", "hsv", "flip/format", "collate"]
+        for k in order + [k for k in per if k not in order]:
+            if k in per:
+                print(f"  {k:<22s}{per[k]:7.2f}")
+        print(f"  {'total':<22s}{total:7.2f}  ({1e3 / total:.1f} images/s per dedicated core)")
+
+
+def parse_opt(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", default="coco128", help="dataset YAML, images folder, or 'coco128'")
+    p.add_argument("--img", "--imgsz", type=int, default=640)
+    p.add_argument("--hyp", default=str(ROOT / "data" / "hyps" / "hyp.scratch-low.yaml"))
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--images", type=int, default=512, help="images to time (after a warm-up epoch)")
+    p.add_argument("--cache", default=None, choices=[None, "ram", "disk"])
+    p.add_argument("--classic", action="store_true", help="ultralytics-style mosaic path, for comparison")
+    p.add_argument("--no-stages", action="store_true", help="skip the per-stage measurement")
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    main(parse_opt())

@@ -1,0 +1,269 @@
+"""Image augmentations with ultralytics/yolov5 semantics (the same hyp keys mean the same thing).
+
+Speed notes (why the code looks the way it does):
+- The random affine is drawn by ``random_affine_matrix`` with exactly the ultralytics distribution, but it is
+  returned as a matrix so the mosaic can compose it with each tile's placement and warp every source image
+  ONCE, straight into the output (see ``warp_into``), instead of resize -> 2x canvas -> warpPerspective.
+- HSV jitter is one 3-channel ``cv2.LUT`` between two colour conversions (no split/merge), and the second
+  conversion can emit RGB directly so the BGR->RGB flip costs nothing.
+"""
+import math
+import random
+
+import cv2
+import numpy as np
+
+from utils.general import xywhn2xyxy, xyxy2xywhn  # noqa: F401  (re-exported for callers that expect them here)
+
+GREY = (114, 114, 114)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Colour
+def hsv_luts(hgain=0.5, sgain=0.5, vgain=0.5):
+    """A (1, 256, 3) uint8 LUT applying ultralytics' random HSV gains (hue wraps at 180, sat/val clip)."""
+    r = np.random.uniform(-1, 1, 3) * [hgain, sgain, vgain] + 1  # random gains
+    x = np.arange(0, 256, dtype=r.dtype)
+    lut = np.empty((1, 256, 3), np.uint8)
+    lut[0, :, 0] = ((x * r[0]) % 180).astype(np.uint8)
+    lut[0, :, 1] = np.clip(x * r[1], 0, 255).astype(np.uint8)
+    lut[0, :, 2] = np.clip(x * r[2], 0, 255).astype(np.uint8)
+    return lut
+
+
+def augment_hsv(im, hgain=0.5, sgain=0.5, vgain=0.5, to_rgb=False):
+    """HSV colour-space augmentation of a BGR image, in place (to_rgb=False) or returning a new RGB image.
+    The gain draw is the same as ultralytics (one uniform(-1, 1, 3) draw even when all gains are 0)."""
+    if not (hgain or sgain or vgain):
+        np.random.uniform(-1, 1, 3)  # keep the RNG stream aligned with the gain>0 case
+        return cv2.cvtColor(im, cv2.COLOR_BGR2RGB) if to_rgb else im
+    lut = hsv_luts(hgain, sgain, vgain)
+    hsv = cv2.cvtColor(im, cv2.COLOR_BGR2HSV)
+    cv2.LUT(hsv, lut, dst=hsv)  # one call for all 3 channels
+    if to_rgb:
+        return cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)
+    cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR, dst=im)
+    return im
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Letterbox
+def letterbox(im, new_shape=(640, 640), color=GREY, auto=True, scaleFill=False, scaleup=True, stride=32):
+    """Resize keeping the aspect ratio and pad to new_shape (to a stride multiple when auto).
+    Returns (im, (ratio_w, ratio_h), (dw, dh)) where dw/dh are the padding on ONE side (may be .5)."""
+    shape = im.shape[:2]  # (h, w)
+    if isinstance(new_shape, int):
+        new_shape = (new_shape, new_shape)
+    r = min(new_shape[0] / shape[0], new_shape[1] / shape[1])
+    if not scaleup:  # only scale down (better val mAP)
+        r = min(r, 1.0)
+    ratio = r, r
+    new_unpad = int(round(shape[1] * r)), int(round(shape[0] * r))
+    dw, dh = new_shape[1] - new_unpad[0], new_shape[0] - new_unpad[1]
+    if auto:  # minimum rectangle
+        dw, dh = np.mod(dw, stride), np.mod(dh, stride)
+    elif scaleFill:  # stretch
+        dw, dh = 0.0, 0.0
+        new_unpad = (new_shape[1], new_shape[0])
+        ratio = new_shape[1] / shape[1], new_shape[0] / shape[0]
+    dw /= 2
+    dh /= 2
+    if shape[::-1] != new_unpad:
+        im = cv2.resize(im, new_unpad, interpolation=cv2.INTER_LINEAR)
+    top, bottom = int(round(dh - 0.1)), int(round(dh + 0.1))
+    left, right = int(round(dw - 0.1)), int(round(dw + 0.1))
+    im = cv2.copyMakeBorder(im, top, bottom, left, right, cv2.BORDER_CONSTANT, value=color)
+    return im, ratio, (dw, dh)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Random affine / perspective
+def random_affine_matrix(in_hw, out_hw, degrees=10, translate=0.1, scale=0.1, shear=10, perspective=0.0):
+    """Draw ultralytics' random perspective matrix M (3x3) mapping an input of size in_hw=(h, w) to an output of
+    size out_hw. Same draws in the same order as ultralytics (P, R+scale, S, T), so the distribution is identical.
+    Returns (M, s) where s is the drawn scale (used by the box candidate filter)."""
+    height, width = out_hw
+    C = np.eye(3)
+    C[0, 2] = -in_hw[1] / 2  # x translation (pixels)
+    C[1, 2] = -in_hw[0] / 2  # y translation (pixels)
+
+    P = np.eye(3)
+    P[2, 0] = random.uniform(-perspective, perspective)  # x perspective (about y)
+    P[2, 1] = random.uniform(-perspective, perspective)  # y perspective (about x)
+
+    R = np.eye(3)
+    a = random.uniform(-degrees, degrees)
+    s = random.uniform(1 - scale, 1 + scale)
+    R[:2] = cv2.getRotationMatrix2D(angle=a, center=(0, 0), scale=s)
+
+    S = np.eye(3)
+    S[0, 1] = math.tan(random.uniform(-shear, shear) * math.pi / 180)  # x shear (deg)
+    S[1, 0] = math.tan(random.uniform(-shear, shear) * math.pi / 180)  # y shear (deg)
+
+    T = np.eye(3)
+    T[0, 2] = random.uniform(0.5 - translate, 0.5 + translate) * width  # x translation (pixels)
+    T[1, 2] = random.uniform(0.5 - translate, 0.5 + translate) * height  # y translation (pixels)
+
+    return T @ S @ R @ P @ C, s  # order of operations (right to left) is IMPORTANT
+
+
+def transform_boxes(boxes, M, out_hw):
+    """Map xyxy boxes (n, 4) through M (3x3) and return the clipped axis-aligned xyxy boxes of the 4 corners."""
+    n = len(boxes)
+    if n == 0:
+        return np.zeros((0, 4), np.float32)
+    xy = np.ones((n * 4, 3))
+    xy[:, :2] = boxes[:, [0, 1, 2, 3, 0, 3, 2, 1]].reshape(n * 4, 2)  # x1y1, x2y2, x1y2, x2y1
+    xy = xy @ M.T
+    xy = (xy[:, :2] / xy[:, 2:3] if M[2, 0] or M[2, 1] else xy[:, :2]).reshape(n, 8)
+    x, y = xy[:, [0, 2, 4, 6]], xy[:, [1, 3, 5, 7]]
+    new = np.concatenate((x.min(1), y.min(1), x.max(1), y.max(1))).reshape(4, n).T
+    new[:, [0, 2]] = new[:, [0, 2]].clip(0, out_hw[1])
+    new[:, [1, 3]] = new[:, [1, 3]].clip(0, out_hw[0])
+    return new
+
+
+def transform_segments(segments, M, out_hw):
+    """Map polygon segments through M; returns (boxes xyxy clipped, segments transformed)."""
+    segments = resample_segments(segments)
+    n = len(segments)
+    new = np.zeros((n, 4))
+    out = []
+    for i, segment in enumerate(segments):
+        xy = np.ones((len(segment), 3))
+        xy[:, :2] = segment
+        xy = xy @ M.T
+        xy = xy[:, :2] / xy[:, 2:3] if M[2, 0] or M[2, 1] else xy[:, :2]
+        new[i] = segment2box(xy, out_hw[1], out_hw[0])
+        out.append(xy)
+    return new, out
+
+
+def random_perspective(im, targets=(), segments=(), degrees=10, translate=0.1, scale=0.1, shear=10, perspective=0.0,
+                       border=(0, 0)):
+    """ultralytics' random_perspective: targets (n, 5) [cls, x1, y1, x2, y2] in pixels. Returns (im, targets)."""
+    height = im.shape[0] + border[0] * 2
+    width = im.shape[1] + border[1] * 2
+    M, s = random_affine_matrix(im.shape[:2], (height, width), degrees, translate, scale, shear, perspective)
+    if (border[0] != 0) or (border[1] != 0) or (M != np.eye(3)).any():  # image changed
+        if perspective:
+            im = cv2.warpPerspective(im, M, dsize=(width, height), borderValue=GREY)
+        else:  # affine
+            im = cv2.warpAffine(im, M[:2], dsize=(width, height), borderValue=GREY)
+    targets = np.asarray(targets, dtype=np.float64).reshape(-1, 5) if len(targets) else np.zeros((0, 5))
+    n = len(targets)
+    if n:
+        use_segments = any(x.any() for x in segments) and len(segments) == n
+        if use_segments:
+            new, _ = transform_segments(segments, M, (height, width))
+        else:
+            new = transform_boxes(targets[:, 1:5], M, (height, width))
+        i = box_candidates(box1=targets[:, 1:5].T * s, box2=new.T, area_thr=0.01 if use_segments else 0.10)
+        targets = targets[i]
+        targets[:, 1:5] = new[i]
+    return im, targets
+
+
+def box_candidates(box1, box2, wh_thr=2, ar_thr=100, area_thr=0.1, eps=1e-16):
+    """Keep boxes (box1 before, box2 after augmentation, both (4, n)) that stay > wh_thr px wide and high, keep
+    > area_thr of their (scaled) area and have an aspect ratio < ar_thr."""
+    w1, h1 = box1[2] - box1[0], box1[3] - box1[1]
+    w2, h2 = box2[2] - box2[0], box2[3] - box2[1]
+    ar = np.maximum(w2 / (h2 + eps), h2 / (w2 + eps))
+    return (w2 > wh_thr) & (h2 > wh_thr) & (w2 * h2 / (w1 * h1 + eps) > area_thr) & (ar < ar_thr)
+
+
+def warp_into(out, src, A, transparent=True):
+    """Warp src by the 2x3 affine A into `out` (modified in place), touching only the bounding box of the
+    transformed src: the cost is proportional to the visible area, not to the output size.
+    Returns True when anything was drawn."""
+    h, w = src.shape[:2]
+    corners = np.array([[0, 0, 1], [w, 0, 1], [0, h, 1], [w, h, 1]], dtype=np.float64) @ A.T
+    H, W = out.shape[:2]
+    x0, y0 = max(int(math.floor(corners[:, 0].min())), 0), max(int(math.floor(corners[:, 1].min())), 0)
+    x1, y1 = min(int(math.ceil(corners[:, 0].max())), W), min(int(math.ceil(corners[:, 1].max())), H)
+    if x1 <= x0 or y1 <= y0:
+        return False
+    A = A.copy()
+    A[0, 2] -= x0
+    A[1, 2] -= y0
+    roi = out[y0:y1, x0:x1]
+    cv2.warpAffine(src, A, (x1 - x0, y1 - y0), dst=roi, flags=cv2.INTER_LINEAR,
+                   borderMode=cv2.BORDER_TRANSPARENT if transparent else cv2.BORDER_CONSTANT, borderValue=GREY)
+    return True
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Mixup, copy-paste, cutout
+def mixup(im, labels, im2, labels2):
+    """MixUp (https://arxiv.org/pdf/1710.09412.pdf) with ultralytics' beta(32, 32) ratio."""
+    r = np.random.beta(32.0, 32.0)
+    im = (im * r + im2 * (1 - r)).astype(np.uint8)
+    labels = np.concatenate((labels, labels2), 0)
+    return im, labels
+
+
+def bbox_ioa(box1, box2, eps=1e-7):
+    """Intersection over box2 area: box1 (4,), box2 (n, 4) xyxy -> (n,)."""
+    b1_x1, b1_y1, b1_x2, b1_y2 = box1
+    b2_x1, b2_y1, b2_x2, b2_y2 = box2.T
+    inter = (np.minimum(b1_x2, b2_x2) - np.maximum(b1_x1, b2_x1)).clip(0) * \
+            (np.minimum(b1_y2, b2_y2) - np.maximum(b1_y1, b2_y1)).clip(0)
+    return inter / ((b2_x2 - b2_x1) * (b2_y2 - b2_y1) + eps)
+
+
+def copy_paste(im, labels, segments, p=0.5):
+    """Copy-paste (https://arxiv.org/abs/2012.07177): paste left-right flipped copies of segmented objects that do
+    not overlap an existing box by more than 30%. labels (n, 5) [cls, xyxy] pixels, segments list of (m, 2)."""
+    n = len(segments)
+    if p and n:
+        h, w, c = im.shape
+        im_new = np.zeros(im.shape, np.uint8)
+        for j in random.sample(range(n), k=round(p * n)):
+            l, s = labels[j], segments[j]
+            box = w - l[3], l[2], w - l[1], l[4]
+            ioa = bbox_ioa(box, labels[:, 1:5])
+            if (ioa < 0.30).all():
+                labels = np.concatenate((labels, [[l[0], *box]]), 0)
+                segments.append(np.concatenate((w - s[:, 0:1], s[:, 1:2]), 1))
+                cv2.drawContours(im_new, [segments[j].astype(np.int32)], -1, (1, 1, 1), cv2.FILLED)
+        result = cv2.flip(im, 1)  # augment segments (flip left-right)
+        i = cv2.flip(im_new, 1).astype(bool)
+        im[i] = result[i]
+    return im, labels, segments
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Segments
+def segment2box(segment, width=640, height=640):
+    """One polygon (n, 2) -> xyxy box of its points inside the image (zeros when none is)."""
+    x, y = segment.T
+    inside = (x >= 0) & (y >= 0) & (x <= width) & (y <= height)
+    x, y = x[inside], y[inside]
+    return np.array([x.min(), y.min(), x.max(), y.max()]) if any(x) else np.zeros(4)
+
+
+def segments2boxes(segments):
+    """Polygons [(n, 2), ...] -> (m, 4) xywh boxes."""
+    boxes = []
+    for s in segments:
+        x, y = s.T
+        boxes.append([x.min(), y.min(), x.max(), y.max()])
+    boxes = np.array(boxes).reshape(-1, 4)
+    out = boxes.copy()
+    out[:, 0] = (boxes[:, 0] + boxes[:, 2]) / 2
+    out[:, 1] = (boxes[:, 1] + boxes[:, 3]) / 2
+    out[:, 2] = boxes[:, 2] - boxes[:, 0]
+    out[:, 3] = boxes[:, 3] - boxes[:, 1]
+    return out
+
+
+def resample_segments(segments, n=1000):
+    """Interpolate each polygon to n points (closed)."""
+    out = []
+    for s in segments:
+        s = np.concatenate((s, s[0:1, :]), axis=0)
+        x = np.linspace(0, len(s) - 1, n)
+        xp = np.arange(len(s))
+        out.append(np.concatenate([np.interp(x, xp, s[:, i]) for i in range(2)]).reshape(2, -1).T)
+    return out

@@ -1,0 +1,128 @@
+"""Dataset YAML handling, as ultralytics reads it: ``path``, ``train``/``val``/``test`` (folder, .txt list, or a list
+of either), ``names`` (dict or list, ``nc`` optional), optional ``download`` (zip URL, ``bash ...`` command or Python
+code) that runs only when the data is missing."""
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import yaml
+
+from utils.general import LOGGER, ROOT, colorstr
+
+
+class DatasetError(FileNotFoundError):
+    """The dataset is missing or malformed; the message says what to do."""
+
+
+def find_yaml(file):
+    """'coco128.yaml', 'data/coco128.yaml' or an absolute path -> existing Path (searched in ./ and ROOT/data)."""
+    file = Path(file)
+    for cand in (file, ROOT / file, ROOT / "data" / file, ROOT / "data" / file.name):
+        if cand.is_file():
+            return cand
+    raise DatasetError(f"Dataset YAML '{file}' not found (looked in ., {ROOT} and {ROOT / 'data'}).")
+
+
+def load_yaml(file):
+    with open(file, errors="ignore") as f:
+        return yaml.safe_load(f) or {}
+
+
+def _normalize_names(data, file):
+    names = data.get("names")
+    if names is None:
+        if "nc" in data:
+            names = [f"class{i}" for i in range(int(data["nc"]))]
+        else:
+            raise DatasetError(f"{file}: 'names' is required (a list or a dict {{0: 'person', ...}}).")
+    if isinstance(names, (list, tuple)):
+        names = dict(enumerate(names))
+    names = {int(k): str(v) for k, v in names.items()}
+    if sorted(names) != list(range(len(names))):
+        raise DatasetError(f"{file}: 'names' keys must be 0..{len(names) - 1}, got {sorted(names)}.")
+    if "nc" in data and int(data["nc"]) != len(names):
+        raise DatasetError(f"{file}: nc={data['nc']} but {len(names)} names are given; they must agree.")
+    return names
+
+
+def _resolve_split(path, x):
+    if isinstance(x, (list, tuple)):
+        return [_resolve_split(path, i) for i in x]
+    p = (path / x).resolve()
+    if not p.exists() and str(x).startswith("../"):  # ultralytics convention: '../' relative to path's parent
+        p = (path / str(x)[3:]).resolve()
+    return str(p)
+
+
+def _paths_exist(x):
+    xs = x if isinstance(x, list) else [x]
+    return all(Path(p).exists() for p in xs)
+
+
+def check_dataset(data, autodownload=True):
+    """Read a dataset YAML (path or dict) and return a dict with absolute train/val/test paths, nc and
+    names {int: str}. When val is missing, run the YAML's `download` (if any); offline failures raise
+    DatasetError naming the folder to put the data in."""
+    file = None
+    if isinstance(data, (str, Path)):
+        if Path(data).is_dir():  # a dataset folder: images/ and labels/ side by side, use it for train and val
+            data = {"path": str(Path(data).resolve()), "train": "images", "val": "images"}
+        else:
+            file = find_yaml(data)
+            data = load_yaml(file)
+    data = dict(data)
+    where = file or "dataset dict"
+    for k in ("train", "val"):
+        if k not in data:
+            raise DatasetError(f"{where}: '{k}:' key missing. Every data YAML needs 'train', 'val' and 'names'.")
+    data["names"] = _normalize_names(data, where)
+    data["nc"] = len(data["names"])
+
+    path = Path(data.get("path") or "")
+    if not path.is_absolute():
+        path = (ROOT / path).resolve()
+    data["path"] = str(path)
+    for k in ("train", "val", "test"):
+        if data.get(k):
+            data[k] = _resolve_split(path, data[k])
+    if file is not None:
+        data["yaml_file"] = str(file)
+
+    if not _paths_exist(data["val"]):
+        missing = [p for p in (data["val"] if isinstance(data["val"], list) else [data["val"]]) if not Path(p).exists()]
+        s = data.get("download")
+        if not s or not autodownload:
+            raise DatasetError(f"Dataset not found: {missing} missing. Put the images and labels under {path} "
+                               f"(images/ and labels/ side by side), or add a 'download:' entry to {where}.")
+        LOGGER.info(f"{colorstr('data: ')}Dataset not found at {missing}, running the 'download:' entry...")
+        try:
+            run_download(s, data, path)
+        except Exception as e:
+            raise DatasetError(f"Dataset not found and download failed ({type(e).__name__}: {e}). Without network, "
+                               f"put the data in {path} (images/ and labels/ side by side).") from e
+        if not _paths_exist(data["val"]):
+            raise DatasetError(f"Dataset download ran but {missing} still does not exist; put the data in {path}.")
+        LOGGER.info(f"{colorstr('data: ')}Dataset ready at {path}")
+    return data
+
+
+def run_download(s, data, path):
+    """Run a YAML 'download:' entry: a .zip URL (extracted into path's parent), 'bash ...' or Python code."""
+    s = str(s).strip()
+    if s.startswith(("http://", "https://")) and s.endswith(".zip"):
+        import urllib.request
+        path.parent.mkdir(parents=True, exist_ok=True)
+        zf = path.parent / Path(s).name
+        LOGGER.info(f"Downloading {s} to {zf}...")
+        urllib.request.urlretrieve(s, zf)  # noqa: S310 (the URL comes from the user's own YAML)
+        with zipfile.ZipFile(zf) as z:
+            z.extractall(path.parent)
+        zf.unlink()
+    elif s.startswith("bash "):
+        subprocess.run(s, shell=True, check=True, cwd=ROOT)  # noqa: S602 (user's own YAML)
+    else:  # Python code, with the dataset dict as `yaml` like ultralytics
+        if str(ROOT) not in sys.path:
+            sys.path.insert(0, str(ROOT))
+        exec(compile(s, "<download>", "exec"), {"yaml": data, "ROOT": ROOT, "Path": Path, "os": os})  # noqa: S102
