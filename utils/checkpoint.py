@@ -165,10 +165,18 @@ class _PathPlaceholder(str):
 
 def _safe_reconstruct_allowed():
     """numpy globals that only build arrays/scalars/dtypes (what torch's weights_only loader also allows)."""
+    import importlib
     allowed = {}
-    for mod in ("numpy.core.multiarray", "numpy._core.multiarray"):
-        allowed[(mod, "_reconstruct")] = np.core.multiarray._reconstruct if hasattr(np, "core") else None
-        allowed[(mod, "scalar")] = getattr(getattr(np, "core", np), "multiarray").scalar
+    ma = None
+    for name in ("numpy._core.multiarray", "numpy.core.multiarray"):  # numpy 2 / numpy 1 spelling
+        try:
+            ma = importlib.import_module(name)
+            break
+        except ImportError:
+            continue
+    for mod in ("numpy.core.multiarray", "numpy._core.multiarray"):  # files name either, whatever numpy wrote them
+        allowed[(mod, "_reconstruct")] = ma._reconstruct
+        allowed[(mod, "scalar")] = ma.scalar
     allowed[("numpy", "ndarray")] = np.ndarray
     allowed[("numpy", "dtype")] = np.dtype
     for name in ("Float64DType", "Float32DType", "Float16DType", "Int64DType", "Int32DType", "UInt8DType",
@@ -224,6 +232,8 @@ class _OfficialUnpickler(pickle.Unpickler):
 
     def persistent_load(self, pid):
         # ('storage', storage_type, key, location, numel[, view_metadata])
+        if isinstance(pid, tuple) and len(pid) >= 2 and pid[0] == "module":  # legacy files: (tag, class, file, src)
+            return pid[1]  # already vetted (stubbed) by find_class
         if not (isinstance(pid, tuple) and pid and pid[0] == "storage"):
             raise CheckpointError(f"{self._source}: unsupported persistent id {pid!r}")
         storage_type, key, numel = pid[1], str(pid[2]), int(pid[4])
@@ -483,7 +493,8 @@ class _Encoder:
         self.arrays = []
 
     def array(self, a):
-        self.arrays.append(np.ascontiguousarray(a))
+        a = np.asarray(a)
+        self.arrays.append(a if a.flags.c_contiguous else np.ascontiguousarray(a))  # the latter makes 0-d 1-d
         return len(self.arrays) - 1
 
     def enc(self, x, where="obj"):
