@@ -1,0 +1,31 @@
+# Two commands do everything on a fresh machine:
+#   make train-demo   set up, make the offline shapes dataset, train yolov5n on it (CPU is fine)
+#   make test         set up, run the test suite under both backends
+BACKEND ?= oneflow
+EPOCHS ?= 30
+PY_oneflow := .venv-oneflow/bin/python
+PY_torch := .venv-torch/bin/python
+
+.PHONY: setup setup-oneflow setup-torch test test-oneflow test-torch train-demo
+
+setup:
+	bash scripts/setup.sh all
+
+setup-oneflow:
+	bash scripts/setup.sh oneflow
+
+setup-torch:
+	bash scripts/setup.sh torch
+
+test: setup
+	bash scripts/test.sh
+
+test-torch: setup-torch
+	bash scripts/test.sh torch
+
+test-oneflow: setup-oneflow
+	bash scripts/test.sh oneflow
+
+train-demo: setup-$(BACKEND)
+	YOLO_BACKEND=$(BACKEND) $(PY_$(BACKEND)) train.py --data data/shapes.yaml --cfg yolov5n.yaml --weights '' \
+		--img 256 --batch-size 16 --epochs $(EPOCHS) --workers 2 --device cpu

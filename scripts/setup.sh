@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds .venv-oneflow (Python 3.10, oneflow==0.9.0) and .venv-torch (Python 3.11+, torch==2.13.0 CPU build) from
+# requirements.txt. Idempotent: an environment whose stamp matches requirements.txt is reused as it is.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+want="${1:-all}"   # all | oneflow | torch
+
+find_python() {  # $1 = major.minor wanted; prints the path of a working interpreter
+    local v=$1 cand
+    for cand in "python$v" "$(command -v pyenv >/dev/null 2>&1 && pyenv root)/versions/$v"*/bin/python \
+                /usr/bin/python$v /usr/local/bin/python$v; do
+        # a pyenv shim can exist on PATH and still refuse to run: try each one
+        if [ -n "$cand" ] && "$cand" -c "import sys, venv; assert sys.version_info[:2] == tuple(map(int, '$v'.split('.')))" \
+                >/dev/null 2>&1; then
+            "$cand" -c "import sys; print(sys.executable)"; return 0
+        fi
+    done
+    return 1
+}
+
+stamp_of() { cat requirements.txt "$0" | sha256sum | cut -c1-16; }
+
+make_env() {  # $1 = name, $2 = python, $3... = packages to install before requirements.txt
+    local name=$1 py=$2; shift 2
+    local dir=".venv-$name" stamp; stamp=$(stamp_of)
+    if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$stamp" ]; then
+        echo "setup: $dir is up to date"; return 0
+    fi
+    echo "setup: building $dir with $("$py" --version 2>&1)"
+    [ -x "$dir/bin/python" ] || "$py" -m venv "$dir"
+    "$dir/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+    [ $# -gt 0 ] && "$dir/bin/python" -m pip install -q "$@"
+    "$dir/bin/python" -m pip install -q -r requirements.txt
+    echo "$stamp" > "$dir/.stamp"
+}
+
+if [ "$want" = all ] || [ "$want" = oneflow ]; then
+    if py310=$(find_python 3.10); then
+        make_env oneflow "$py310"
+    else
+        echo "setup: OneFlow 0.9.0 needs Python 3.7-3.10 and none was found on PATH or under pyenv." >&2
+        echo "       Install one ('pyenv install 3.10.13' or 'apt-get install python3.10-venv') and run 'make setup' again." >&2
+        exit 1
+    fi
+fi
+if [ "$want" = all ] || [ "$want" = torch ]; then
+    py=""
+    for v in 3.11 3.12 3.13; do py=$(find_python $v) && break; done
+    [ -n "$py" ] || { echo "setup: PyTorch 2.13 needs Python 3.11+; none found." >&2; exit 1; }
+    make_env torch "$py" "torch==2.13.0"  # pinned first: an open range would pull several GB of CUDA packages
+fi

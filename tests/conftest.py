@@ -1,0 +1,70 @@
+"""Shared fixtures. The suite runs once per backend (YOLO_BACKEND=torch in .venv-torch, YOLO_BACKEND=oneflow in
+.venv-oneflow); cross-backend tests run a snippet under the other one through `other_python`."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+os.environ.setdefault("YOLO_QUIET", "1")
+
+SHARED = Path(os.environ.get("YOLO_SHARED_DIR", ROOT.parent / "shared"))
+
+
+@pytest.fixture(scope="session")
+def root_dir():
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def shared_dir():
+    if not SHARED.is_dir():
+        pytest.skip(f"{SHARED} not found: the shared test data sits beside the project")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def coco128_dir(shared_dir):
+    return shared_dir / "data" / "coco128"
+
+
+@pytest.fixture(scope="session")
+def yolov5n_pt(shared_dir):
+    return shared_dir / "weights" / "yolov5n.pt"
+
+
+@pytest.fixture(scope="session")
+def ref_a(shared_dir):
+    import numpy as np
+    return dict(np.load(shared_dir / "reference" / "ref_A.npz"))
+
+
+class OtherBackend:
+    """Runs Python code under the backend this process is not using."""
+
+    def __init__(self, backend, python):
+        self.backend = backend
+        self.python = str(python)
+        self.env = {**os.environ, "YOLO_BACKEND": backend, "YOLO_QUIET": "1", "PYTHONPATH": str(ROOT)}
+        self.env.pop("_YOLO_BACKEND_ANNOUNCED", None)
+
+    def run(self, code, timeout=600, cwd=ROOT):
+        """Run code with `python -c`; returns stdout, raises AssertionError with stderr when it fails."""
+        p = subprocess.run([self.python, "-c", code], cwd=cwd, env=self.env, capture_output=True, text=True,
+                           timeout=timeout)
+        assert p.returncode == 0, f"{self.backend} snippet failed ({p.returncode}):\n{p.stderr[-4000:]}"
+        return p.stdout
+
+
+@pytest.fixture(scope="session")
+def other_python():
+    from utils.backend import BACKEND
+    other = "torch" if BACKEND == "oneflow" else "oneflow"
+    python = Path(os.environ.get(f"YOLO_{other.upper()}_PYTHON", ROOT / f".venv-{other}" / "bin" / "python"))
+    if not python.exists():
+        pytest.skip(f"no {other} environment at {python} ('make setup' builds it)")
+    return OtherBackend(other, python)
