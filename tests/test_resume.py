@@ -1,0 +1,83 @@
+"""Exact resume: a run killed with SIGKILL after epoch 1 and resumed with --resume ends with the same results.csv
+rows and the same final weights as the same run uninterrupted (CPU, --workers 0, fixed seed)."""
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.train_helpers import ROOT, make_tiny_dataset, run_train
+
+EPOCHS = 3
+
+
+def _args(data, project):
+    return ["--data", data, "--cfg", "yolov5n.yaml", "--weights", "", "--img", "64", "--batch-size", "8",
+            "--epochs", EPOCHS, "--workers", "0", "--seed", "3", "--device", "cpu", "--noplots",
+            "--project", project, "--name", "exp"]
+
+
+def _rows(csv):
+    return [line for line in Path(csv).read_text().splitlines()[1:] if line.strip()]
+
+
+def _weights(path):
+    from utils.checkpoint import load_checkpoint
+    ck = load_checkpoint(path, tensors=False, build_models=False)
+    return ck["model"]["state_dict"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return make_tiny_dataset(tmp_path_factory.mktemp("tiny"), n_train=8, n_val=4, size=96)
+
+
+@pytest.fixture(scope="module")
+def reference_run(data, tmp_path_factory):
+    """The uninterrupted run."""
+    project = tmp_path_factory.mktemp("ref")
+    ref = run_train(_args(data, project))
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    return project / "exp"
+
+
+def test_kill_and_resume_matches_uninterrupted(data, reference_run, tmp_path):
+    ref_dir = reference_run
+
+    # 2. the same run, killed with SIGKILL as soon as epoch 1's results row is written
+    import os
+    from tests.train_helpers import backend_python
+    python, backend = backend_python()
+    env = {**os.environ, "YOLO_BACKEND": backend, "YOLO_QUIET": "1", "PYTHONPATH": str(ROOT)}
+    run_dir = tmp_path / "b" / "exp"
+    p = subprocess.Popen([python, str(ROOT / "train.py"), *map(str, _args(data, tmp_path / "b"))], cwd=ROOT, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    csv = run_dir / "results.csv"
+    t0 = time.time()
+    while p.poll() is None and time.time() - t0 < 600:
+        if csv.exists() and len(_rows(csv)) >= 2:
+            p.kill()  # SIGKILL: no handler runs; last.pt holds epoch 0 or 1 depending on where the kill lands
+            break
+        time.sleep(0.02)
+    p.wait()
+    assert p.returncode != 0, "the run finished before it could be killed"
+    assert (run_dir / "weights" / "last.pt").exists()
+
+    # 3. resume from last.pt
+    res = run_train(["--resume", run_dir / "weights" / "last.pt"])
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "Resuming training" in res.stderr + res.stdout
+
+    assert _rows(csv) == _rows(ref_dir / "results.csv")
+    assert len(_rows(csv)) == EPOCHS
+    wa, wb = _weights(ref_dir / "weights" / "last.pt"), _weights(run_dir / "weights" / "last.pt")
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        np.testing.assert_array_equal(wa[k], wb[k], err_msg=k)
+
+
+def test_resume_refuses_finished_checkpoint(reference_run):
+    r2 = run_train(["--resume", reference_run / "weights" / "last.pt"])
+    assert r2.returncode == 1
+    assert "cannot be resumed" in r2.stderr
