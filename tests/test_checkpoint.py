@@ -304,11 +304,7 @@ with torch.no_grad():
 """
 
 
-def _cross_check(tmp_path, saver, loader):
-    ck, y_save, y_load = tmp_path / "x.pt", tmp_path / "save.npy", tmp_path / "load.npy"
-    saver(_CROSS_SAVE.format(root=str(ROOT), out=str(y_save), ck=str(ck)))
-    loader(_CROSS_LOAD.format(root=str(ROOT), out=str(y_load), ck=str(ck)))
-    a, b = np.load(y_save), np.load(y_load)
+def _compare(a, b):
     assert a.shape == b.shape == (2, 240, 8)
     # same weights, different kernels: decoded boxes are pixels at 64x64, scores in [0, 1]
     assert np.abs(a[..., 4:] - b[..., 4:]).max() < 1e-4
@@ -319,9 +315,13 @@ def _run_here(code):
     exec(compile(code, "<snippet>", "exec"), {"__name__": "__snippet__"})
 
 
-def test_saved_here_loads_under_other_backend(tmp_path, other_python):
-    _cross_check(tmp_path, _run_here, other_python.run)
-
-
-def test_saved_under_other_backend_loads_here(tmp_path, other_python):
-    _cross_check(tmp_path, other_python.run, _run_here)
+def test_checkpoints_cross_backends_both_ways(tmp_path, other_python):
+    """Saved here -> loaded there, and saved there -> loaded here (one subprocess: start-up is the cost)."""
+    here = {k: tmp_path / f"here_{k}" for k in ("ck.pt", "save.npy", "load.npy")}
+    there = {k: tmp_path / f"there_{k}" for k in ("ck.pt", "save.npy", "load.npy")}
+    fmt = lambda code, d, out: code.format(root=str(ROOT), out=str(d[out]), ck=str(d["ck.pt"]))  # noqa: E731
+    _run_here(fmt(_CROSS_SAVE, here, "save.npy"))
+    other_python.run(fmt(_CROSS_LOAD, here, "load.npy") + "\n" + fmt(_CROSS_SAVE, there, "save.npy"))
+    _run_here(fmt(_CROSS_LOAD, there, "load.npy"))
+    _compare(np.load(here["save.npy"]), np.load(here["load.npy"]))
+    _compare(np.load(there["save.npy"]), np.load(there["load.npy"]))
