@@ -1,6 +1,6 @@
 """Building blocks of the YOLOv5 networks. Module and attribute names (conv, bn, act, cv1, m, ...) follow the
 official ones because official state dicts are keyed by them."""
-from utils.backend import torch, nn
+from utils.backend import BatchNorm2d, torch, nn
 
 
 def autopad(k, p=None, d=1):
@@ -19,7 +19,7 @@ class Conv(nn.Module):
     def __init__(self, c1, c2, k=1, s=1, p=None, g=1, d=1, act=True):
         super().__init__()
         self.conv = nn.Conv2d(c1, c2, k, s, autopad(k, p, d), groups=g, dilation=d, bias=False)
-        self.bn = nn.BatchNorm2d(c2)
+        self.bn = BatchNorm2d(c2)
         self.act = self.default_act if act is True else act if isinstance(act, nn.Module) else nn.Identity()
 
     def forward(self, x):
@@ -59,7 +59,7 @@ class BottleneckCSP(nn.Module):
         self.cv2 = nn.Conv2d(c1, c_, 1, 1, bias=False)
         self.cv3 = nn.Conv2d(c_, c_, 1, 1, bias=False)
         self.cv4 = Conv(2 * c_, c2, 1, 1)
-        self.bn = nn.BatchNorm2d(2 * c_)
+        self.bn = BatchNorm2d(2 * c_)
         self.act = nn.SiLU()
         self.m = nn.Sequential(*(Bottleneck(c_, c_, shortcut, g, e=1.0) for _ in range(n)))
 

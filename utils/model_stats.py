@@ -34,10 +34,10 @@ def count_flops(model, img_size=640):
     counters = {nn.Conv2d: _conv_macs, nn.BatchNorm2d: _bn_ops}
 
     def hook(mod, inputs, output):
-        total[0] += counters[type(mod)](mod, inputs, output)
+        total[0] += next(f for c, f in counters.items() if isinstance(mod, c))(mod, inputs, output)
 
     for m in model.modules():
-        if type(m) in counters:
+        if isinstance(m, tuple(counters)):  # isinstance: OneFlow's BatchNorm2d is a subclass (utils/backend.py)
             handle = m.register_forward_hook(hook)
             hooks.append((m, handle))
     was_training = model.training
