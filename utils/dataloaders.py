@@ -15,6 +15,7 @@ import hashlib
 import math
 import os
 import random
+import threading
 import time
 from itertools import repeat
 from multiprocessing.pool import ThreadPool
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-from PIL import ExifTags, Image, ImageOps
+from PIL import ExifTags, Image, ImageFile, ImageOps
 
 from utils.augmentations import (GREY, augment_hsv, copy_paste, letterbox, mixup, random_affine_matrix,
                                  random_perspective, segments2boxes, transform_boxes, transform_segments, warp_into,
@@ -90,6 +91,25 @@ def list_image_files(path, prefix=""):
     return files
 
 
+_PIL_TRUNCATED_LOCK = threading.Lock()
+
+
+def _restore_jpeg(im_file):
+    """Re-save a JPEG that lacks its end marker (truncated): PIL decodes what is there (OpenCV refuses such files),
+    EXIF-rotated, written back at quality 100, 4:4:4, atomically, like ultralytics."""
+    with _PIL_TRUNCATED_LOCK:  # PIL's switch is global: set it only around this decode
+        old = ImageFile.LOAD_TRUNCATED_IMAGES
+        ImageFile.LOAD_TRUNCATED_IMAGES = True
+        try:
+            im = ImageOps.exif_transpose(Image.open(im_file))
+            im.load()
+        finally:
+            ImageFile.LOAD_TRUNCATED_IMAGES = old
+    tmp = f"{im_file}.{os.getpid()}.tmp"
+    im.save(tmp, "JPEG", subsampling=0, quality=100)
+    os.replace(tmp, im_file)
+
+
 def verify_image_label(args):
     """Check one image/label pair. Returns (im_file, labels (n,5), shape (w,h), segments, nm, nf, ne, nc, msg);
     im_file is None when the pair is dropped, and msg then names the reason."""
@@ -109,10 +129,12 @@ def verify_image_label(args):
                         if not (is_writeable(os.path.dirname(im_file)) and os.access(im_file, os.W_OK)
                                 and os.stat(im_file).st_mode & 0o222):
                             raise PermissionError("read-only")
-                        ImageOps.exif_transpose(Image.open(im_file)).save(im_file, "JPEG", subsampling=0, quality=100)
+                        _restore_jpeg(im_file)
                         msg = f"{prefix}{WARN} {im_file}: corrupt JPEG restored and saved"
-                    except OSError as e:  # read-only data: OpenCV still decodes what is there
-                        msg = f"{prefix}{WARN} {im_file}: corrupt JPEG (truncated), could not restore ({e}); using it"
+                    except OSError as e:  # read-only data: usable only if OpenCV decodes it as it is
+                        if cv2.imdecode(np.fromfile(im_file, np.uint8), cv2.IMREAD_COLOR) is None:
+                            raise ValueError(f"truncated JPEG that could not be restored ({e})") from e
+                        msg = f"{prefix}{WARN} {im_file}: corrupt JPEG (no end marker), could not restore ({e}); using it"
         if os.path.isfile(lb_file):
             nf = 1
             with open(lb_file) as f:
