@@ -180,7 +180,7 @@ class DetectionModel(nn.Module):
 
         m = self.model[-1]
         if isinstance(m, Detect):
-            s = 256  # a dry run at 2x the largest stride gives each level's stride
+            s = 128  # a dry run at a size divisible by every stride (up to 128) gives each level's stride
             m.inplace = self.inplace
             with torch.no_grad():
                 outs = self.forward(torch.zeros(1, ch, s, s))
