@@ -204,11 +204,24 @@ def warp_into(out, src, A, transparent=True):
     return True
 
 
+def _best_start(u0, a, b):
+    """Among the few crop starts at or before u0, the one whose output position x = a*u + b + .5 - .5a is closest
+    to a whole pixel (the residual is the sub-pixel misplacement). Returns (u, rounded x)."""
+    best = None
+    for u in range(u0, max(u0 - 4, -1), -1):
+        x = a * u + b + 0.5 - 0.5 * a
+        err = abs(x - round(x))
+        if best is None or err < best[0] - 1e-9:
+            best = (err, u, int(round(x)))
+    return best[1], best[2]
+
+
 def _scale_into(out, src, A):
     """warp_into for a pure scale + translation (no rotation/shear: hyp.scratch-* defaults): cv2.resize is ~3x
     faster than warpAffine. resize(fx=a) samples dst x' at src u0 + (x' + .5)/a - .5, warpAffine samples dst x at
-    (x - b)/a; the two agree when x = x' + a*u0 + b + .5 - .5a, which is rounded to whole pixels: the image lands
-    within half an output pixel of where the exact warp puts it (the labels use the exact matrix)."""
+    (x - b)/a; the two agree when x = x' + a*u0 + b + .5 - .5a, which is rounded to whole pixels after picking the crop start
+    u0 that makes it nearly whole: the image lands within a fraction of a pixel of where the exact warp puts it
+    (typically < 0.2 px, never > 0.5; the labels use the exact matrix)."""
     H, W = out.shape[:2]
     h, w = src.shape[:2]
     a, b, c, d = A[0, 0], A[0, 2], A[1, 1], A[1, 2]
@@ -216,8 +229,9 @@ def _scale_into(out, src, A):
     v0, v1 = max(int(math.floor(-d / c)), 0), min(int(math.ceil((H - d) / c)) + 1, h)
     if u1 <= u0 or v1 <= v0:
         return False
+    u0, ox = _best_start(u0, a, b)
+    v0, oy = _best_start(v0, c, d)
     r = cv2.resize(src[v0:v1, u0:u1], None, fx=a, fy=c, interpolation=cv2.INTER_LINEAR)
-    ox, oy = int(round(a * u0 + b + 0.5 - 0.5 * a)), int(round(c * v0 + d + 0.5 - 0.5 * c))
     x0, y0 = max(ox, 0), max(oy, 0)
     x1, y1 = min(ox + r.shape[1], W), min(oy + r.shape[0], H)
     if x1 <= x0 or y1 <= y0:
