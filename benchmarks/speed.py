@@ -1,0 +1,376 @@
+"""Speed benchmark for the seed's speed-ups (--bbox_iou_optim, --multi_tensor_optimizer, 2x nearest upsample).
+
+One command prints a table and writes JSON; every input is generated on the device, so it needs no dataset and no
+network:
+
+    python benchmarks/speed.py                       # CUDA if present: yolov5s, batch 16 and 64, 640, FP32 and AMP
+    python benchmarks/speed.py --device cpu --small  # CPU: yolov5n, batch 2, 256 px, fewer box counts
+
+Sections
+  ciou      CIoU forward+backward, plain vs fused (and, for PyTorch on the CPU, the compiled maths explicitly)
+  ema       EMA update over all floating tensors of the model: per-tensor loop vs fused
+  optim     SGD step (the official 3 groups, nesterov): framework default vs --multi_tensor_optimizer, plus the
+            explicit per-tensor loop (PyTorch's default is already foreach on CUDA)
+  upsample  nn.Upsample(2, nearest) forward+backward vs its memory-bandwidth floor (bytes moved / copy bandwidth)
+  step      a training step broken into data, forward, loss, backward, optimizer, EMA (synchronised between phases)
+            and the end-to-end step time without those inner syncs; flags off vs on
+"""
+import argparse
+import json
+import logging
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from utils import backend  # noqa: E402
+from utils.backend import IS_TORCH, nn, torch  # noqa: E402
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# timing
+def _sync(dev):
+    backend.synchronize(dev)
+
+
+def time_ms(fn, dev, iters=10, warmup=3, repeats=3):
+    """Median over `repeats` blocks of the mean time of `iters` calls (ms); synchronised at block edges only."""
+    for _ in range(warmup):
+        fn()
+    _sync(dev)
+    blocks = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        _sync(dev)
+        blocks.append((time.perf_counter() - t0) * 1e3 / iters)
+    return statistics.median(blocks)
+
+
+def time_interleaved(fns, dev, iters=10, warmup=3, rounds=5):
+    """Like time_ms for several variants, alternating blocks of each (round robin) so that load changes on a
+    shared machine hit every variant alike. Returns {name: median block mean in ms}."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    _sync(dev)
+    blocks = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            _sync(dev)
+            blocks[k].append((time.perf_counter() - t0) * 1e3 / iters)
+    return {k: statistics.median(v) for k, v in blocks.items()}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# CIoU
+def _rand_boxes(n, dev, seed):
+    g = np.random.default_rng(seed)
+    xy = g.uniform(0, 40, (n, 2))
+    wh = g.uniform(0.5, 8, (n, 2))
+    return torch.tensor(np.concatenate([xy, wh], 1).astype(np.float32)).to(dev)
+
+
+def bench_ciou(dev, counts, iters):
+    from utils.iou import bbox_iou, ciou_compiled, fused_backend_name
+    rows = []
+    for n in counts:
+        b1, b2 = _rand_boxes(n, dev, 0), _rand_boxes(n, dev, 1)
+        b1 = b1.requires_grad_(True)
+        variants = [("plain", lambda a, b: bbox_iou(a, b, CIoU=True, fused=False)),
+                    (f"fused ({fused_backend_name(dev)})", lambda a, b: bbox_iou(a, b, CIoU=True, fused=True))]
+        if IS_TORCH and not backend.is_cuda(dev) and hasattr(torch, "compile"):
+            variants.append(("compiled maths (cpu)", lambda a, b: ciou_compiled(a, b)))
+        def make(fn):
+            def step():
+                b1.grad = None
+                fn(b1, b2).sum().backward()
+            return step
+        it = max(2, min(iters * 10, int(2e6 / n)))  # more iterations for small counts
+        res = {"boxes": n}
+        res.update(time_interleaved({name: make(fn) for name, fn in variants}, dev, iters=it, warmup=2))
+        rows.append(res)
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# EMA and optimizer
+def _build_model(cfg, dev):
+    import contextlib
+    import io
+    from models.yolo import DetectionModel
+    backend.manual_seed(0)
+    with contextlib.redirect_stdout(io.StringIO()):  # the layer table
+        return DetectionModel(str(ROOT / "models" / cfg)).to(dev)
+
+
+def bench_ema_optim(cfg, dev, iters):
+    from utils.multi_tensor import ema_impl, ema_update_, optimizer_impl
+    from utils.torch_utils import smart_optimizer
+    import copy
+    model = _build_model(cfg, dev)
+    ema = copy.deepcopy(model)
+    msd = model.state_dict()
+    e_list = [v for k, v in ema.state_dict().items() if v.dtype.is_floating_point]
+    m_list = [msd[k] for k, v in ema.state_dict().items() if v.dtype.is_floating_point]
+    out = {"model": cfg, "tensors": len(e_list), "elements": int(sum(t.numel() for t in e_list))}
+    with backend.no_grad():
+        out.update(time_interleaved({f"ema {ema_impl(e_list, fused)} (flag {'on' if fused else 'off'})":
+                                     (lambda fused=fused: ema_update_(e_list, m_list, 0.999, fused))
+                                     for fused in (False, True)}, dev, iters=iters))
+    # optimizer: the official three groups, SGD nesterov; gradients set once (the step does not need fresh ones)
+    for p in model.parameters():
+        p.grad = torch.randn(tuple(p.shape), device=dev) * 1e-3
+    variants = [("off", False, None), ("on", True, None)]
+    if IS_TORCH:
+        variants.append(("explicit loop", False, {"foreach": False}))
+    steps = {}
+    for label, fused, override in variants:
+        opt = smart_optimizer(model, "SGD", lr=0.01, momentum=0.937, decay=5e-4, fused=fused)
+        if override is not None:
+            for g in opt.param_groups:
+                g.update(override)
+        steps[f"optimizer {label} ({optimizer_impl(opt)})"] = opt.step
+    out.update(time_interleaved(steps, dev, iters=iters))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Upsample vs bandwidth floor
+def copy_bandwidth_gbs(dev, numel):
+    x = torch.randn(numel, device=dev)
+    y = torch.empty_like(x)
+    ms = time_ms(lambda: y.copy_(x), dev, iters=10)
+    return 2 * numel * 4 / (ms / 1e3) / 1e9
+
+
+def bench_upsample(dev, shapes, iters, bw_numel):
+    bw = copy_bandwidth_gbs(dev, bw_numel)
+    up = nn.Upsample(scale_factor=2.0, mode="nearest")
+    rows = []
+    for shape in shapes:
+        x = torch.randn(*shape, device=dev).requires_grad_(True)
+        n = x.numel()
+        gy = torch.randn(shape[0], shape[1], shape[2] * 2, shape[3] * 2, device=dev)
+        fwd = time_ms(lambda: up(x), dev, iters=iters)
+
+        def fb():
+            x.grad = None
+            up(x).backward(gy)
+        total = time_ms(fb, dev, iters=iters)
+        floor = 2 * (5 * n * 4) / (bw * 1e9) * 1e3  # fwd reads n writes 4n, bwd reads 4n writes n (fp32)
+        rows.append({"shape": list(shape), "fwd_ms": fwd, "fwd_bwd_ms": total, "floor_ms": floor,
+                     "x_floor": total / floor, "copy_bw_gbs": bw})
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Training step
+def _hyp(nl, nc, imgsz):
+    import yaml
+    from utils.trainer import scale_hyp
+    with open(ROOT / "data" / "hyps" / "hyp.scratch-low.yaml") as f:
+        hyp = yaml.safe_load(f)
+    return scale_hyp(hyp, nl, nc, imgsz)
+
+
+def _synthetic_batch(bs, img, dev, seed, per_image=8, nc=80):
+    g = np.random.default_rng(seed)
+    imgs = torch.tensor(g.integers(0, 256, (bs, 3, img, img), dtype=np.uint8)).to(dev)
+    n = bs * per_image
+    wh = g.uniform(0.02, 0.5, (n, 2))
+    xy = g.uniform(0.0, 1.0, (n, 2)) * (1 - wh) + wh / 2
+    t = np.concatenate([np.repeat(np.arange(bs), per_image)[:, None], g.integers(0, nc, (n, 1)), xy, wh], 1)
+    return imgs, torch.tensor(t.astype(np.float32)).to(dev)
+
+
+def make_train_step(cfg, bs, img, dev, amp, flags):
+    """Build model, loss, optimizer, EMA and scaler as train.py does; return step(i, phases=None) and its meta."""
+    from utils.iou import fused_backend_name
+    from utils.loss import ComputeLoss
+    from utils.multi_tensor import optimizer_impl
+    from utils.torch_utils import ModelEMA, smart_optimizer
+    model = _build_model(cfg, dev)
+    model.train()
+    det = model.model[-1]
+    model.hyp = _hyp(det.nl, det.nc, img)
+    model.gr = 1.0
+    compute_loss = ComputeLoss(model, fused_iou=flags)
+    accumulate = max(round(64 / bs), 1)
+    optimizer = smart_optimizer(model, "SGD", lr=0.01, momentum=0.937,
+                                decay=model.hyp["weight_decay"] * bs * accumulate / 64, fused=flags)
+    ema = ModelEMA(model, fused=flags)
+    scaler = backend.grad_scaler(dev, enabled=amp)
+    pool = [_synthetic_batch(bs, img, dev, s) for s in range(3)]
+
+    def step(i, phases=None):
+        # the optimizer and EMA run every step here (train.py runs them every `accumulate` steps; see amortised)
+        marks = []
+
+        def mark():
+            if phases is not None:  # synchronise only when attributing time to phases
+                _sync(dev)
+                marks.append(time.perf_counter())
+        mark()
+        imgs_u8, targets = pool[i % len(pool)]  # generated on the device: data wait is the uint8 -> float only
+        imgs = imgs_u8.float() / 255
+        mark()
+        with backend.autocast(dev, enabled=amp):
+            pred = model(imgs)
+            mark()
+            loss, _ = compute_loss(pred, targets)
+        mark()
+        scaler.scale(loss).backward()
+        mark()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], max_norm=10.0)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+        mark()
+        ema.update(model)
+        mark()
+        if phases is not None:
+            for k, t0, t1 in zip(("data", "forward", "loss", "backward", "optimizer", "ema"), marks, marks[1:]):
+                phases.setdefault(k, []).append((t1 - t0) * 1e3)
+
+    meta = {"model": cfg, "batch": bs, "img": img, "amp": amp, "flags": flags,
+            "iou_impl": fused_backend_name(dev) if flags else "plain", "optim_impl": optimizer_impl(optimizer),
+            "accumulate": accumulate}
+    return step, meta
+
+
+def bench_step_pair(cfg, bs, img, dev, amp, iters, warmup, rounds=3):
+    """Flags off and on, built side by side and timed in alternating blocks (fair on a loaded machine)."""
+    variants = [make_train_step(cfg, bs, img, dev, amp, flags) for flags in (False, True)]
+    for step, _ in variants:
+        for i in range(warmup):
+            step(i)
+    phases = [{} for _ in variants]
+    e2e = [[] for _ in variants]
+    for _ in range(rounds):
+        for (step, _), ph, e in zip(variants, phases, e2e):
+            for i in range(iters):
+                step(i, ph)
+            _sync(dev)
+            t0 = time.perf_counter()  # end to end, no syncs inside the step: what the device queue really sees
+            for i in range(iters):
+                step(i)
+            _sync(dev)
+            e.append((time.perf_counter() - t0) * 1e3 / iters)
+    rows = []
+    for (_, meta), ph, e in zip(variants, phases, e2e):
+        med = {k: statistics.median(v) for k, v in ph.items()}
+        amortised = sum(med[k] for k in ("data", "forward", "loss", "backward")) + \
+            (med["optimizer"] + med["ema"]) / meta["accumulate"]
+        rows.append({**meta, **{f"{k}_ms": v for k, v in med.items()}, "phases_sum_ms": sum(med.values()),
+                     "step_e2e_ms": statistics.median(e), "amortised_step_ms": amortised})
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------------------------
+def _fmt(v):
+    return f"{v:9.3f}" if isinstance(v, float) else f"{v!s:>9}"
+
+
+def print_table(title, rows):
+    if not rows:
+        return
+    print(f"\n== {title}")
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    print(" | ".join(f"{k:>14}" for k in keys))
+    for r in rows:
+        print(" | ".join(f"{_fmt(r.get(k, '')):>14}" for k in keys))
+
+
+def parse_opt(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--device", default="", help="'' (CUDA if present, else CPU), 'cpu', '0'")
+    p.add_argument("--small", action="store_true", help="CPU-sized run: yolov5n, batch 2, 256 px, up to 1e5 boxes")
+    p.add_argument("--cfg", default=None, help="model yaml (default yolov5s.yaml, yolov5n.yaml with --small)")
+    p.add_argument("--batch", type=int, nargs="+", default=None, help="training-step batch sizes (default 16 64)")
+    p.add_argument("--img", type=int, default=None, help="training-step image size (default 640)")
+    p.add_argument("--boxes", type=float, nargs="+", default=None, help="CIoU box counts (default 1e3..1e6)")
+    p.add_argument("--iters", type=int, default=None, help="timed iterations per measurement")
+    p.add_argument("--sections", nargs="+", default=["ciou", "ema", "upsample", "step"],
+                   choices=["ciou", "ema", "upsample", "step"])
+    p.add_argument("--json", default=None, help="output file (default runs/benchmarks/speed_<backend>_<device>.json)")
+    return p.parse_args(argv)
+
+
+def main(opt):
+    from utils.general import LOGGER  # imported first: it sets its own level at import
+    LOGGER.setLevel(logging.WARNING)  # model summaries and optimizer lines would flood the table
+    dev = backend.select_device(opt.device)
+    cuda = backend.is_cuda(dev)
+    small = opt.small
+    cfg = opt.cfg or ("yolov5n.yaml" if small else "yolov5s.yaml")
+    batches = opt.batch or ([2] if small else [16, 64])
+    img = opt.img or (256 if small else 640)
+    counts = [int(c) for c in (opt.boxes or ([1e3, 1e4, 1e5] if small else [1e3, 1e4, 1e5, 1e6]))]
+    iters = opt.iters or (5 if small else 20)
+    gpu = torch.cuda.get_device_name(0) if cuda and hasattr(torch.cuda, "get_device_name") else None
+    info = {"backend": backend.BACKEND, "version": backend.VERSION, "device": str(dev), "gpu": gpu,
+            "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads()
+            if hasattr(torch, "get_num_threads") else None, "python": platform.python_version(),
+            "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+            "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+    print(f"speed benchmark: {info}")
+    result = {"info": info}
+
+    if "ciou" in opt.sections:
+        result["ciou_fwd_bwd_ms"] = bench_ciou(dev, counts, iters)
+        print_table("CIoU forward+backward (ms)", result["ciou_fwd_bwd_ms"])
+    if "ema" in opt.sections:
+        result["ema_optimizer_ms"] = bench_ema_optim(cfg, dev, iters)
+        print_table(f"EMA update and optimizer step, {cfg} (ms)", [result["ema_optimizer_ms"]])
+    if "upsample" in opt.sections:
+        shapes = [(2, 32, 40, 40), (2, 128, 16, 16)] if small else [(16, 32, 80, 80), (16, 256, 20, 20),
+                                                                    (16, 128, 40, 40), (64, 128, 40, 40)]
+        result["upsample"] = bench_upsample(dev, shapes, iters, bw_numel=(1 << 22) if small else (1 << 26))
+        print_table("nn.Upsample(2, nearest) fp32 vs bandwidth floor", result["upsample"])
+        worst = max(r["x_floor"] for r in result["upsample"])
+        result["upsample_decision"] = (
+            ("needs a specialised kernel (> 1.5x the floor)" if worst > 1.5 else "framework kernel is within 1.5x")
+            if cuda else "decision needs a CUDA run (the 1.5x rule applies to the GPU kernel)")
+        print(f"upsample: worst {worst:.2f}x the floor -> {result['upsample_decision']}")
+    if "step" in opt.sections:
+        rows = []
+        for bs in batches:
+            for amp in ([False, True] if backend.has_amp(dev) else [False]):
+                pair = bench_step_pair(cfg, bs, img, dev, amp, iters=iters, warmup=3 if small else 10)
+                rows += pair
+                print(f"  step {cfg} bs{bs} {img} {'AMP' if amp else 'FP32'}: flags off "
+                      f"{pair[0]['step_e2e_ms']:.1f} ms, on {pair[1]['step_e2e_ms']:.1f} ms", flush=True)
+        result["train_step"] = rows
+        print_table(f"training step {cfg} (ms, median; phases synchronised)", rows)
+        speedups = []
+        for off, on in zip(rows[::2], rows[1::2]):
+            speedups.append({"batch": off["batch"], "amp": off["amp"],
+                             "e2e_speedup": off["step_e2e_ms"] / on["step_e2e_ms"],
+                             "amortised_speedup": off["amortised_step_ms"] / on["amortised_step_ms"]})
+        result["train_step_speedup_flags"] = speedups
+        print_table("flags on vs off (x faster)", speedups)
+
+    out = Path(opt.json) if opt.json else ROOT / "runs" / "benchmarks" / f"speed_{backend.BACKEND}_{dev.type}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1, default=float))
+    print(f"\nwrote {out}")
+    return result
+
+
+if __name__ == "__main__":
+    main(parse_opt())
