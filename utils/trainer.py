@@ -189,6 +189,8 @@ class Trainer:
         except OSError as e:
             raise TrainingError(f"Run folder {self.save_dir} is not writable: {e.strerror or e}. "
                                 "Choose another --project/--name or free some disk space.") from e
+        if not opt.resume:  # a new run in an existing folder (--exist-ok) starts its own results.csv
+            (self.save_dir / "results.csv").unlink(missing_ok=True)
         LOGGER.info(colorstr("hyperparameters: ") + ", ".join(f"{k}={v}" for k, v in self.hyp.items()))
         if not opt.evolve:
             with open(self.save_dir / "hyp.yaml", "w") as f:
@@ -343,26 +345,14 @@ class Trainer:
         self.compute_loss = ComputeLoss(m, fused_iou=self.opt.bbox_iou_optim)
 
     def wrap_ddp(self):
-        """SyncBatchNorm (CUDA only) and DistributedDataParallel when launched with several processes."""
-        opt = self.opt
-        if opt.sync_bn and self.world_size > 1:
-            if backend.IS_ONEFLOW and not backend.is_cuda(self.device):
-                raise TrainingError("--sync-bn does not work on CPU under OneFlow 0.9.0 (SyncBatchNorm is CUDA "
-                                    "only); drop --sync-bn or train on GPUs.")
-            self.model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(self.model).to(self.device)
-            LOGGER.info("Using SyncBatchNorm()")
-        if self.world_size > 1:
-            try:
-                from utils.dist import wrap_ddp
-            except ImportError:
-                wrap_ddp = None
-            if wrap_ddp is not None:
-                self.model = wrap_ddp(self.model, self.device)
-            elif backend.IS_TORCH:
-                ids = [self.local_rank] if backend.is_cuda(self.device) else None
-                self.model = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
-            else:
-                self.model = torch.nn.parallel.DistributedDataParallel(self.model)
+        """SyncBatchNorm (CUDA only) and DistributedDataParallel when launched with several processes (utils/ddp.py;
+        --sync-bn on CPU was refused in train.py before any work)."""
+        from utils import ddp
+        try:
+            self.model = ddp.wrap_model(self.model, self.device, self.local_rank, sync_bn=self.opt.sync_bn)
+        except ddp.DDPError as e:
+            raise TrainingError(str(e)) from e
+        ddp.attach_debug(self.model, self.train_loader)  # YOLO_DDP_DEBUG_DIR only (the DDP tests); no-op otherwise
 
     def setup(self):
         opt = self.opt
@@ -433,7 +423,7 @@ class Trainer:
         if self.opt.quad:
             loss = loss * 4.0
         items = backend.to_numpy(loss_items).astype(np.float64)  # host sync: needed for the bar and the check
-        if not np.isfinite(items).all() or not math.isfinite(float(loss)):
+        if not np.isfinite(items).all() or not math.isfinite(float(loss.detach().sum())):
             raise NonFiniteLossError(epoch, i, [round(float(x), 4) for x in items])
         self.scaler.scale(loss).backward()
         if ni - self.last_opt_step >= self.accumulate:
@@ -484,6 +474,7 @@ class Trainer:
                                         imgsz=self.imgsz, half=self.amp, model=model, single_cls=self.opt.single_cls,
                                         dataloader=self.val_loader, save_dir=self.save_dir, plots=plots,
                                         compute_loss=self.compute_loss, **kw)
+        model.float()  # val.run halves the model for AMP validation; the EMA must keep averaging in fp32
         return tuple(float(x) for x in results), np.asarray(maps, dtype=np.float64)
 
     # ---------------------------------------------------------------------------------------------------- saving
