@@ -25,7 +25,7 @@ from utils.general import LOGGER, colorstr, increment_path  # noqa: E402
 from utils.trainer import TrainingError, dist_context, train  # noqa: E402
 
 
-def parse_opt(known=False):
+def parse_opt(known=False, args=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--weights", type=str, default=str(ROOT / "yolov5s.pt"), help="initial weights path")
     parser.add_argument("--cfg", type=str, default="", help="model.yaml path")
@@ -63,7 +63,7 @@ def parse_opt(known=False):
     # This project's speed-ups (see issue 6): fused CIoU in the loss, fused EMA/optimizer updates.
     parser.add_argument("--bbox_iou_optim", action="store_true", help="fused bbox_iou (CIoU) in the loss")
     parser.add_argument("--multi_tensor_optimizer", action="store_true", help="fused multi-tensor EMA and optimizer update")
-    return parser.parse_known_args()[0] if known else parser.parse_args()
+    return parser.parse_known_args(args)[0] if known else parser.parse_args(args)
 
 
 def get_latest_run(search_dir="."):
@@ -119,7 +119,11 @@ def main(opt):
         from utils.trainer import Trainer
         evolve(Trainer._load_hyp(opt.hyp), opt, device, train)
         return None
-    return train(opt.hyp, opt, device)
+    results = train(opt.hyp, opt, device)
+    if world_size > 1:
+        from utils import ddp
+        ddp.finish()  # a goodbye to the peers' watchdogs: this rank's exit from here on is not a crash
+    return results
 
 
 def select_training_device(opt, world_size, local_rank):
@@ -134,6 +138,12 @@ def select_training_device(opt, world_size, local_rank):
         raise TrainingError(f"--device {opt.device} names {n_ids} GPUs but this is a single process: launch DDP "
                             f"with 'python -m torch.distributed.run --nproc_per_node {n_ids} train.py ...' or "
                             f"'python -m oneflow.distributed.launch --nproc_per_node {n_ids} train.py ...'.")
+    if opt.sync_bn:
+        if world_size == 1:
+            LOGGER.warning("WARNING ⚠️ --sync-bn only applies to DDP training (several processes); ignored here.")
+        elif not backend.is_cuda(device):  # SyncBatchNorm is CUDA-only in both frameworks (PyTorch fails at forward)
+            raise TrainingError(f"--sync-bn does not work on CPU under {backend.BACKEND} {backend.VERSION} (its "
+                                "SyncBatchNorm is CUDA only); drop --sync-bn or train on GPUs.")
     if world_size > 1:
         if opt.batch_size % world_size:
             raise TrainingError(f"--batch-size {opt.batch_size} must be a multiple of WORLD_SIZE {world_size}")
@@ -143,14 +153,15 @@ def select_training_device(opt, world_size, local_rank):
             device = backend.device(f"cuda:{max(local_rank, 0)}")
             if hasattr(backend.torch.cuda, "set_device"):
                 backend.torch.cuda.set_device(max(local_rank, 0))
-        backend.init_process_group(device)
+        from utils import ddp
+        ddp.setup(device)  # process group with an explicit timeout (YOLO_DDP_TIMEOUT), and the rank's watchdog
     return device
 
 
 def run(**kwargs):
     """Python entry point: run(data='coco128.yaml', imgsz=320, weights='yolov5n.pt', epochs=3). Returns opt, with
     opt.results the final (P, R, mAP50, mAP50-95, val box, obj, cls)."""
-    opt = parse_opt(True)
+    opt = parse_opt(True, args=[])  # defaults only: never the caller's sys.argv (pytest's, a notebook's)
     for k, v in kwargs.items():
         setattr(opt, k, v)
     opt.results = main(opt)
