@@ -129,14 +129,14 @@ def test_pretrained_transfer(yolov5n_pt, data, tmp_path):
     assert sd["model.24.m.0.weight"].shape[0] == 3 * 7 != ck["model.24.m.0.weight"].shape[0]
 
 
-def test_sync_bn_refused_on_oneflow_cpu(data, tmp_path):
+def test_sync_bn_refused_on_cpu_under_ddp():
+    """--sync-bn: SyncBatchNorm is CUDA only; on CPU under a launcher it is refused before any work starts."""
+    import argparse
     import train
     from utils.trainer import TrainingError
-    if not backend.IS_ONEFLOW:
-        pytest.skip("the refusal is OneFlow's (its SyncBatchNorm is CUDA only)")
+    opt = argparse.Namespace(device="cpu", batch_size=4, sync_bn=True, evolve=None)
     with pytest.raises(TrainingError, match="sync-bn"):
-        train.run(data=str(data), cfg="yolov5n.yaml", weights="", imgsz=64, epochs=1, device="cpu", sync_bn=True,
-                  project=str(tmp_path), noplots=True)
+        train.select_training_device(opt, world_size=2, local_rank=0)
 
 
 def test_unwritable_run_folder(data, tmp_path):

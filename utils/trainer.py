@@ -143,7 +143,7 @@ def strip_optimizer(f="best.pt", s=""):
         x["model"] = x["ema"]
     rec = x["model"]
     rec["state_dict"] = {k: (v.astype(np.float16) if v.dtype.kind == "f" else v) for k, v in rec["state_dict"].items()}
-    for k in ("optimizer", "best_fitness", "ema", "updates", "rng", "last_opt_step", "maps", "best_epoch"):
+    for k in ("optimizer", "scaler", "best_fitness", "ema", "updates", "rng", "last_opt_step", "maps", "best_epoch"):
         x[k] = None
     x["epoch"] = -1
     save_ckpt(x, s or f)
@@ -269,7 +269,6 @@ class Trainer:
         for g in self.optimizer.param_groups:  # what a LambdaLR would record: the schedule scales initial_lr
             g["initial_lr"] = g["lr"]
             g["lr"] = g["initial_lr"] * self.lf(0)
-        self.ema = ModelEMA(self.model, fused=opt.multi_tensor_optimizer) if self.main else None
 
     def set_epoch_lr(self, epoch):
         """The scheduler step: lr = initial_lr * lf(epoch). Kept as a pure function of the epoch so resume needs
@@ -284,6 +283,8 @@ class Trainer:
         if ck.get("optimizer") is not None:
             from utils.checkpoint import optimizer_state_for_backend
             self.optimizer.load_state_dict(optimizer_state_for_backend(ck["optimizer"]))
+        if ck.get("scaler"):
+            self.scaler.load_state_dict(ck["scaler"])
         if self.ema is not None and ck.get("ema") is not None:
             self.ema.ema.load_state_dict(ck["ema"].to(self.device).state_dict())
             self.ema.updates = int(ck["updates"])
@@ -361,13 +362,15 @@ class Trainer:
         self.setup_data()
         self.setup_model()
         self.setup_optimizer()
-        if self.ckpt is not None:
-            self.resume_state()
         self.amp = backend.has_amp(self.device)
         if backend.IS_ONEFLOW:
             LOGGER.info("OneFlow backend: training in fp32 (OneFlow 0.9.0 has no eager GradScaler for AMP)")
         self.scaler = backend.grad_scaler(self.device, enabled=self.amp)
         self.setup_loaders()
+        # The EMA starts from the model as AutoAnchor left it (so it never averages stale anchors in).
+        self.ema = ModelEMA(self.model, fused=opt.multi_tensor_optimizer) if self.main else None
+        if self.ckpt is not None:
+            self.resume_state()
         self.setup_loss()
         self.wrap_ddp()
         self.stopper = EarlyStopping(patience=opt.patience)
@@ -481,7 +484,8 @@ class Trainer:
     def checkpoint(self, epoch):
         return {"epoch": epoch, "best_fitness": self.best_fitness, "best_epoch": self.best_epoch,
                 "model": de_parallel(self.model), "ema": self.ema.ema, "updates": self.ema.updates,
-                "optimizer": self.optimizer.state_dict(), "last_opt_step": self.last_opt_step,
+                "optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
+                "last_opt_step": self.last_opt_step,
                 "maps": self.maps, "rng": get_rng_states(), "opt": vars(self.opt), "hyp": self.hyp,
                 "names": self.names, "nc": self.nc, "date": datetime.now().isoformat()}
 
@@ -521,7 +525,8 @@ class Trainer:
         self.ckpt = None
         t0 = time.time()
         if self.main:
-            LOGGER.info(f"Image sizes {self.imgsz} train, {self.imgsz} val\nUsing {opt.workers} dataloader workers\n"
+            LOGGER.info(f"Image sizes {self.imgsz} train, {self.imgsz} val\n"
+                        f"Using {getattr(self.train_loader, 'num_workers', opt.workers)} dataloader workers\n"
                         f"Logging results to {colorstr('bold', self.save_dir)}\nStarting training for "
                         f"{self.epochs} epochs...")
         for epoch in range(self.start_epoch, self.epochs):
