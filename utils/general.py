@@ -150,23 +150,37 @@ def scale_boxes(img1_shape, boxes, img0_shape, ratio_pad=None):
 # ----------------------------------------------------------------------------------------------------------------
 # Non-maximum suppression (owned by the validation helper). OneFlow 0.9.0's flow.nms has only a CUDA kernel and
 # torchvision is optional, so greedy NMS is also implemented here in numpy; nms_kernel() is used where it works.
-def _greedy_nms_numpy(boxes, scores, iou_thres):
+def _iou_rows(a, b):
+    """IoU of each box in a (k,4) with each box in b (m,4), float32 as torchvision computes it."""
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    w = np.clip(np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]), 0, None)
+    h = np.clip(np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1]), 0, None)
+    inter = w * h
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return inter / (area_a[:, None] + area_b[None, :] - inter)
+
+
+def _greedy_nms_numpy(boxes, scores, iou_thres, block=512):
     """Greedy NMS on xyxy boxes (n,4) with scores (n,): indices of kept boxes, highest score first.
     Same rule as torchvision.ops.nms: a box is dropped when its IoU with a kept, higher-scoring box is > iou_thres.
-    Each step is vectorised over the boxes still alive, so the cost is O(kept * n) numpy work, not O(n^2) Python."""
+    Boxes are taken in score order, a block at a time: one vectorised IoU matrix per block (rows still alive x
+    boxes not yet dropped), then a short Python pass applies the greedy rule row by row inside the block."""
     order = np.argsort(-scores, kind="stable")
-    x1, y1, x2, y2 = (boxes[:, k] for k in range(4))
-    areas = (x2 - x1) * (y2 - y1)
-    keep = []
-    while order.size:
-        i, rest = order[0], order[1:]
-        keep.append(i)
-        w = np.clip(np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest]), 0, None)
-        h = np.clip(np.minimum(y2[i], y2[rest]) - np.maximum(y1[i], y1[rest]), 0, None)
-        inter = w * h
-        iou = inter / (areas[i] + areas[rest] - inter)
-        order = rest[~(iou > iou_thres)]  # NaN IoU (zero-area pairs) keeps the box, as torchvision does
-    return np.asarray(keep, dtype=np.int64)
+    b = boxes[order]
+    n = len(b)
+    alive = np.ones(n, dtype=bool)
+    for s in range(0, n, block):
+        rows = np.flatnonzero(alive[s:s + block]) + s
+        if not rows.size:
+            continue
+        cols = np.flatnonzero(alive[s:]) + s
+        over = _iou_rows(b[rows], b[cols]) > iou_thres  # NaN (zero-area pairs) compares False: no suppression
+        for k, r in enumerate(rows):
+            if alive[r]:
+                hit = cols[over[k]]
+                alive[hit[hit > r]] = False
+    return order[alive]
 
 
 def nms_numpy(boxes, scores, iou_thres, groups=None):
@@ -188,9 +202,12 @@ def nms_numpy(boxes, scores, iou_thres, groups=None):
 
 def _nms_indices(boxes, scores, classes, iou_thres, agnostic, kernel):
     """Indices (framework long tensor on boxes.device) of the boxes kept, best first."""
+    if not agnostic:
+        # Shift each class by max_wh=7680 so boxes of different classes never overlap (the official trick). The
+        # shift is kept on the numpy path too: in float32 it rounds coordinates of high class ids (to 1/16 px at
+        # class 79), which slightly changes IoUs, and the official mAP figures include that rounding.
+        boxes = boxes + classes[:, None] * 7680.0
     if kernel is not None:
-        if not agnostic:  # shift each class by max_wh=7680 so boxes of different classes never overlap
-            boxes = boxes + classes[:, None] * 7680.0
         return kernel(boxes, scores, iou_thres)
     from utils.backend import from_numpy, to_numpy
     i = nms_numpy(to_numpy(boxes), to_numpy(scores), iou_thres, None if agnostic else to_numpy(classes))

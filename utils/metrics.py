@@ -96,7 +96,7 @@ def ap_per_class(tp, conf, pred_cls, target_cls, plot=False, save_dir=".", names
     Returns tp, fp, p, r, f1 (each (nc,)), ap (nc,T), unique classes (nc,) int - nc counts classes with labels."""
     tp, conf, pred_cls, target_cls = (np.asarray(a) for a in (tp, conf, pred_cls, target_cls))
     tp = tp.reshape(len(conf), -1) if tp.ndim < 2 else tp
-    i = np.argsort(-conf, kind="stable")
+    i = np.argsort(-conf)
     tp, conf, pred_cls = tp[i], conf[i], pred_cls[i]
     unique_classes, nt = np.unique(target_cls, return_counts=True)
     nc = unique_classes.shape[0]
