@@ -1,0 +1,267 @@
+"""DDP on CPU under this backend's own launcher (torch.distributed.run with gloo, or oneflow.distributed.launch).
+
+One 2-process job of yolov5n (64 px, 8 images, 2 epochs) where rank 1 crashes in the middle of epoch 1, then a
+--resume of it under DDP. Together they check: the crash ends the job with an error in bounded time; both ranks held
+identical weights (after the start-up broadcast and after an epoch of steps); each rank iterated a disjoint half of
+the images, reshuffled per epoch; rank 0 alone wrote the run folder; the DDP checkpoint loads in a single process
+with the exact weights; --resume restarts a DDP job from it. The watchdog itself (utils/ddp_watchdog.py, no
+framework) is tested with plain processes: a killed peer, a killed launcher, a clean finish.
+Each rank writes what is checked when YOLO_DDP_DEBUG_DIR is set (utils/ddp.attach_debug).
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from utils.backend import BACKEND
+
+ROOT = Path(__file__).resolve().parents[1]
+N_TRAIN = 8
+CRASH_LIMIT_S = 240  # start-up (two framework imports on a busy 2-core machine) + one epoch + detection
+RUN_TIMEOUT_S = 420
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _make_dataset(root, n_train=N_TRAIN, n_val=4, size=64, seed=0):
+    """Coloured rectangles on noise, YOLO labels, and a data.yaml."""
+    import cv2
+    rng = np.random.default_rng(seed)
+    for split, n in (("train", n_train), ("val", n_val)):
+        (root / "images" / split).mkdir(parents=True, exist_ok=True)
+        (root / "labels" / split).mkdir(parents=True, exist_ok=True)
+        for i in range(n):
+            im = rng.normal(110, 20, (size, size, 3)).clip(0, 255).astype(np.uint8)
+            rows = []
+            for _ in range(2):
+                c = int(rng.integers(0, 2))
+                w, h = (rng.uniform(0.25, 0.5, 2) * size).astype(int)
+                x0, y0 = int(rng.integers(0, size - w)), int(rng.integers(0, size - h))
+                cv2.rectangle(im, (x0, y0), (x0 + w - 1, y0 + h - 1), (200, 40, 40) if c else (40, 40, 200), -1)
+                rows.append(f"{c} {(x0 + w / 2) / size:.6f} {(y0 + h / 2) / size:.6f} {w / size:.6f} {h / size:.6f}")
+            cv2.imwrite(str(root / "images" / split / f"{i:03d}.jpg"), im)
+            (root / "labels" / split / f"{i:03d}.txt").write_text("\n".join(rows) + "\n")
+    yml = root / "data.yaml"
+    yml.write_text(f"path: {root}\ntrain: images/train\nval: images/val\nnames:\n  0: blue\n  1: red\n")
+    return yml
+
+
+def _launch(train_args, debug_dir, env_extra=None, nproc=2):
+    """Run train.py under this backend's launcher; returns (returncode, seconds, output)."""
+    port = _free_port()
+    if BACKEND == "torch":
+        launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
+                    "--master_addr", "127.0.0.1", "--master_port", str(port)]
+    else:
+        launcher = [sys.executable, "-m", "oneflow.distributed.launch", "--nproc_per_node", str(nproc),
+                    "--master_addr", "127.0.0.1", "--master_port", str(port)]
+    env = {**os.environ, "YOLO_BACKEND": BACKEND, "YOLO_QUIET": "1", "PYTHONPATH": str(ROOT),
+           "OMP_NUM_THREADS": "1", "YOLO_DDP_DEBUG_DIR": str(debug_dir),
+           "YOLO_DDP_WATCHDOG_PORT": str(_free_port()), "YOLO_DDP_TIMEOUT": "300", **(env_extra or {})}
+    t0 = time.time()
+    # A session of its own: oneflow.distributed.launch ends a failed job with killpg() on ITS process group, which
+    # would otherwise be pytest's.
+    p = subprocess.Popen(launcher + [str(ROOT / "train.py"), *map(str, train_args)], cwd=ROOT, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        pytest.fail(f"DDP job hung (killed after {RUN_TIMEOUT_S} s):\n{out[-3000:]}")
+    return p.returncode, time.time() - t0, out
+
+
+def _records(debug_dir, rank):
+    f = Path(debug_dir) / f"rank{rank}.jsonl"
+    return [json.loads(x) for x in f.read_text().splitlines()] if f.exists() else []
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead too
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def crashed_run(tmp_path_factory):
+    """2 epochs, rank 1 os._exit(1)s in the middle of epoch 1 (after rank 0 saved epoch 0's last.pt)."""
+    base = tmp_path_factory.mktemp("ddp")
+    data = _make_dataset(base / "data")
+    project, dbg = base / "runs", base / "debug_crash"
+    args = ["--data", data, "--cfg", "yolov5n.yaml", "--weights", "", "--img", 64, "--epochs", 2, "--batch-size", 4,
+            "--workers", 0, "--device", "cpu", "--project", project, "--name", "exp", "--noplots", "--noval"]
+    rc, secs, out = _launch(args, dbg, {"YOLO_DDP_DEBUG_EXIT": "1:1"})
+    last = project / "exp" / "weights" / "last.pt"
+    kept = base / "last_epoch0.pt"
+    if last.exists():
+        shutil.copy(last, kept)  # the resume below overwrites last.pt
+    csv_rows = (project / "exp" / "results.csv").read_text().splitlines() if (project / "exp" / "results.csv").exists() else []
+    return dict(base=base, project=project, dbg=dbg, rc=rc, secs=secs, out=out, last=last, kept=kept, csv=csv_rows)
+
+
+@pytest.fixture(scope="module")
+def resumed_run(crashed_run):
+    dbg = crashed_run["base"] / "debug_resume"
+    rc, secs, out = _launch(["--resume", crashed_run["last"]], dbg)
+    return dict(dbg=dbg, rc=rc, secs=secs, out=out)
+
+
+def test_rank_death_ends_job_with_error(crashed_run):
+    r = crashed_run
+    assert r["rc"] != 0, r["out"][-3000:]
+    assert r["secs"] < CRASH_LIMIT_S, f"the crashed job took {r['secs']:.0f} s to end"
+    rec = {k: _records(r["dbg"], k) for k in (0, 1)}
+    assert [x["epoch"] for x in rec[1]] == [0, 1], "rank 1 should have died in epoch 1"
+    for k in (0, 1):  # no rank left behind
+        assert not _alive(rec[k][0]["pid"]), f"rank {k} (pid {rec[k][0]['pid']}) still runs after the job ended"
+
+
+def test_ranks_hold_identical_weights_and_disjoint_shards(crashed_run):
+    dbg = crashed_run["dbg"]
+    w = {(k, e): np.load(dbg / f"rank{k}_epoch{e}.npy") for k in (0, 1) for e in (0, 1)}
+    for e in (0, 1):  # e=0: after the start-up broadcast (ranks seed their init differently); e=1: after steps
+        np.testing.assert_allclose(w[0, e], w[1, e], rtol=0, atol=1e-6, err_msg=f"ranks differ at epoch {e} start")
+    assert np.abs(w[0, 1] - w[0, 0]).max() > 1e-4, "epoch 0 did not change the weights"
+    rec = {k: _records(dbg, k) for k in (0, 1)}
+    for e in (0, 1):
+        a, b = rec[0][e]["indices"], rec[1][e]["indices"]
+        assert len(a) == len(b) == N_TRAIN // 2
+        assert not set(a) & set(b), f"epoch {e}: ranks shared images {set(a) & set(b)}"
+        assert sorted(a + b) == list(range(N_TRAIN))
+    assert rec[0][0]["indices"] != rec[0][1]["indices"], "the shard was not reshuffled for the next epoch"
+
+
+def test_ddp_checkpoint_loads_in_single_process_with_exact_weights(crashed_run):
+    """rank 0's last.pt after epoch 0 holds the bare model (no DDP wrapper, no 'module.' prefix): it loads here and
+    its weights are exactly those both ranks held when epoch 1 started."""
+    from utils.checkpoint import load_checkpoint
+    from utils.backend import to_numpy, torch
+    assert crashed_run["kept"].exists(), "rank 0 wrote no last.pt for epoch 0"
+    ck = load_checkpoint(crashed_run["kept"], map_location="cpu")
+    assert int(ck["epoch"]) == 0
+    model = ck["model"].float().eval()
+    assert not any(k.startswith("module.") for k in model.state_dict())
+    vec = np.concatenate([to_numpy(p).astype(np.float32).ravel() for p in model.parameters()])
+    np.testing.assert_array_equal(vec, np.load(crashed_run["dbg"] / "rank0_epoch1.npy"))
+    with torch.no_grad():
+        y = model(torch.zeros(1, 3, 64, 64))[0]
+    assert tuple(y.shape)[-1] == 5 + 2
+
+
+def test_rank0_alone_writes_the_run(crashed_run, resumed_run):
+    project = crashed_run["project"]
+    assert [p.name for p in project.iterdir()] == ["exp"], "a rank other than 0 made its own run folder"
+    assert len(crashed_run["csv"]) == 2, crashed_run["csv"]  # one header + epoch 0 (rank 0 only, once)
+    assert resumed_run["rc"] == 0, resumed_run["out"][-3000:]
+    rows = (project / "exp" / "results.csv").read_text().splitlines()
+    assert len(rows) == 3 and rows[0].lstrip().startswith("epoch"), rows
+    assert [int(r.split(",")[0]) for r in rows[1:]] == [0, 1]
+    assert sorted(p.name for p in (project / "exp" / "weights").iterdir()) == ["best.pt", "last.pt"]
+
+
+def test_resume_under_ddp_restarts_from_the_checkpoint(crashed_run, resumed_run):
+    assert resumed_run["rc"] == 0, resumed_run["out"][-3000:]
+    rec = {k: _records(resumed_run["dbg"], k) for k in (0, 1)}
+    assert [len(rec[k]) for k in (0, 1)] == [1, 1], "the resumed job should run epoch 1 only"
+    start = {k: np.load(resumed_run["dbg"] / f"rank{k}_epoch0.npy") for k in (0, 1)}
+    saved = np.load(crashed_run["dbg"] / "rank0_epoch1.npy")
+    np.testing.assert_array_equal(start[0], saved)
+    np.testing.assert_array_equal(start[1], saved)
+    a, b = rec[0][0]["indices"], rec[1][0]["indices"]
+    assert sorted(a + b) == list(range(N_TRAIN))
+    assert a == _records(crashed_run["dbg"], 0)[1]["indices"], "resumed epoch 1 should see the same shuffle"
+
+
+def test_sync_bn_refused_on_cpu_under_ddp():
+    import argparse
+    import train
+    from utils.trainer import TrainingError
+    opt = argparse.Namespace(device="cpu", batch_size=4, sync_bn=True, evolve=None)
+    with pytest.raises(TrainingError, match="--sync-bn"):
+        train.select_training_device(opt, world_size=2, local_rank=0)
+    from utils import ddp
+    from utils.backend import torch
+    assert ddp.sync_bn_error(True, 2, torch.device("cpu"))
+    assert ddp.sync_bn_error(True, 1, torch.device("cpu")) is None  # single process: ignored with a warning
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The watchdog alone, in plain python processes (no framework: fast)
+def _watchdog_ranks(world, seconds, tmp_path, parent_script=None):
+    port = _free_port()
+    env = {**os.environ, "WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
+           "YOLO_DDP_WATCHDOG_PORT": str(port), "YOLO_DDP_PEER_TIMEOUT": "20"}
+    procs = []
+    for r in range(world):
+        procs.append(subprocess.Popen([sys.executable, str(ROOT / "utils" / "ddp_watchdog.py"), str(seconds)],
+                                      env={**env, "RANK": str(r)}, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        assert p.stdout.readline().startswith("ready")
+    return procs
+
+
+def _wait_all(procs, timeout):
+    t0 = time.time()
+    out = []
+    for p in procs:
+        try:
+            _, err = p.communicate(timeout=max(0.1, timeout - (time.time() - t0)))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            pytest.fail("a watchdog rank did not exit in time")
+        out.append((p.returncode, err))
+    return out, time.time() - t0
+
+
+def test_watchdog_ends_every_rank_when_one_dies(tmp_path):
+    procs = _watchdog_ranks(3, 120, tmp_path)
+    time.sleep(1.0)
+    procs[2].send_signal(signal.SIGKILL)
+    out, secs = _wait_all(procs[:2], 15)
+    assert [rc for rc, _ in out] == [3, 3], out
+    assert "rank 2 is gone" in out[0][1] and "rank 0 is gone" in out[1][1]
+    assert secs < 10
+
+
+def test_watchdog_clean_finish_is_not_a_crash(tmp_path):
+    procs = _watchdog_ranks(2, 2, tmp_path)
+    out, _ = _wait_all(procs, 30)
+    assert [rc for rc, _ in out] == [0, 0], out
+
+
+def test_watchdog_ends_rank_when_launcher_dies(tmp_path):
+    """A 'launcher' that starts one rank and is SIGKILLed: the orphaned rank exits by itself."""
+    code = ("import os, subprocess, sys, time\n"
+            f"p = subprocess.Popen([sys.executable, {str(ROOT / 'utils' / 'ddp_watchdog.py')!r}, '120'])\n"
+            "print(p.pid, flush=True)\ntime.sleep(120)\n")
+    env = {**os.environ, "WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "127.0.0.1",
+           "YOLO_DDP_WATCHDOG_PORT": str(_free_port())}
+    launcher = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    rank_pid = int(launcher.stdout.readline())
+    time.sleep(1.0)
+    launcher.kill()
+    launcher.wait()
+    t0 = time.time()
+    while _alive(rank_pid) and time.time() - t0 < 15:
+        time.sleep(0.2)
+    assert not _alive(rank_pid), "the orphaned rank kept running after its launcher died"
