@@ -134,6 +134,11 @@ def select_training_device(opt, world_size, local_rank):
     except ValueError as e:
         raise TrainingError(str(e)) from e
     n_ids = len([s for s in str(opt.device).replace("cuda:", "").split(",") if s.strip().isdigit()])
+    if world_size == 1 and n_ids == 0 and backend.is_cuda(device) and backend.cuda_device_count() > 1:
+        n = backend.cuda_device_count()
+        LOGGER.warning(f"WARNING ⚠️ {n} GPUs are visible but this single process trains on {device} only; for all of "
+                       f"them launch DDP: 'python -m torch.distributed.run --nproc_per_node {n} train.py ...' or "
+                       f"'python -m oneflow.distributed.launch --nproc_per_node {n} train.py ...'.")
     if world_size == 1 and n_ids > 1:
         raise TrainingError(f"--device {opt.device} names {n_ids} GPUs but this is a single process: launch DDP "
                             f"with 'python -m torch.distributed.run --nproc_per_node {n_ids} train.py ...' or "
@@ -149,10 +154,20 @@ def select_training_device(opt, world_size, local_rank):
             raise TrainingError(f"--batch-size {opt.batch_size} must be a multiple of WORLD_SIZE {world_size}")
         if opt.evolve:
             raise TrainingError("--evolve is not compatible with DDP training")
-        if backend.is_cuda(device):
-            device = backend.device(f"cuda:{max(local_rank, 0)}")
+        if backend.is_cuda(device):  # rank i takes the i-th GPU of --device (2,3 -> cuda:2, cuda:3), else cuda:i
+            ids = [int(s) for s in str(opt.device).replace("cuda:", "").split(",") if s.strip().isdigit()]
+            lr = max(local_rank, 0)
+            if ids and lr >= len(ids):
+                raise TrainingError(f"--device {opt.device} names {len(ids)} GPUs but LOCAL_RANK is {lr}: give as "
+                                    "many GPUs as --nproc_per_node.")
+            gpu = ids[lr] if ids else lr
+            if backend.IS_ONEFLOW and gpu != lr:  # OneFlow's collectives require rank i on cuda:<local rank i>
+                raise TrainingError(f"OneFlow DDP puts local rank {lr} on cuda:{lr}; to train on GPUs {opt.device} "
+                                    f"use CUDA_VISIBLE_DEVICES={opt.device} with --device "
+                                    f"{','.join(map(str, range(len(ids))))}.")
+            device = backend.device(f"cuda:{gpu}")
             if hasattr(backend.torch.cuda, "set_device"):
-                backend.torch.cuda.set_device(max(local_rank, 0))
+                backend.torch.cuda.set_device(gpu)
         from utils import ddp
         ddp.setup(device)  # process group with an explicit timeout (YOLO_DDP_TIMEOUT), and the rank's watchdog
     return device
