@@ -8,6 +8,18 @@ from utils.backend import IS_ONEFLOW, IS_TORCH, cuda_available, has_multi_tensor
 from utils.multi_tensor import ema_impl, ema_update_, optimizer_impl, optimizer_kwargs
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One intra-op thread: on a shared 2-core machine OpenMP's spinning threads make small ops ~50x slower."""
+    if not hasattr(torch, "get_num_threads"):  # OneFlow: cannot read it back, so leave it
+        yield
+        return
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def _model(seed=0):
     torch.manual_seed(seed)
     return nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8), nn.SiLU(),

@@ -124,15 +124,29 @@ def ciou_compiled(box1, box2, xywh=True, eps=1e-7):
     Works on any device inductor supports; bbox_iou only routes CUDA tensors here."""
     global _COMPILED
     if _COMPILED is None:
+        _notice_once("compile", "bbox_iou_optim: compiling the fused CIoU (once, dynamic shapes)...")
         _COMPILED = torch.compile(_ciou_math, dynamic=True)
     return _COMPILED(box1, box2, xywh, eps)
 
 
+def _triton_available():
+    """Inductor needs Triton for CUDA code; look for it without importing it (it is large and optional)."""
+    import importlib.util
+    try:
+        return importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def fused_backend_name(device):
-    """Which implementation bbox_iou(..., CIoU=True, fused=True) uses for tensors on ``device``."""
+    """Which implementation bbox_iou(..., CIoU=True, fused=True) uses for tensors on ``device``.
+    YOLO_FUSED_CIOU=plain forces the plain maths (a way out if compilation misbehaves on some machine)."""
+    import os
+    if os.environ.get("YOLO_FUSED_CIOU", "").lower() == "plain":
+        return "plain"
     if has_fused_bbox_ops(device):
         return "oneflow-fused-kernels"
-    if IS_TORCH and is_cuda(device) and hasattr(torch, "compile"):
+    if IS_TORCH and is_cuda(device) and hasattr(torch, "compile") and _triton_available():
         return "torch-compile"
     return "plain"
 
