@@ -51,6 +51,17 @@ class Watchdog(threading.Thread):
         self._finished = threading.Event()
         self._lock = threading.Lock()
         self.peer_checks = True
+        # Dataloader workers are forked from the rank: without this they would inherit the peer sockets and keep a
+        # dead rank's connections open (its peers would then notice the death only when the workers exit).
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._drop_sockets_in_child)
+
+    def _drop_sockets_in_child(self):
+        self._finished.set()  # the child has no watchdog thread; it must never send a goodbye for the rank
+        for sock, *_ in list(self.peers.values()):
+            _close(sock)
+        self.peers = {}
+        _close(self._server)
 
     # ------------------------------------------------------------------------------------------------ public
     def beat(self):
