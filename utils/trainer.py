@@ -306,11 +306,12 @@ class Trainer:
             raise TrainingError(f"--batch-size {self.batch_size} must be a multiple of the world size "
                                 f"{self.world_size}: it is the total over all processes.")
         bs = self.batch_size // self.world_size
-        self.train_loader, self.dataset = create_dataloader(
-            self.data["train"], self.imgsz, bs, self.gs, opt.single_cls, hyp=hyp, augment=True,
-            cache=None if opt.cache == "val" else opt.cache, rect=opt.rect, rank=self.local_rank,
-            workers=opt.workers, image_weights=opt.image_weights, quad=opt.quad, prefix=colorstr("train: "),
-            shuffle=True, seed=opt.seed)
+        with torch_distributed_zero_first(self.local_rank):  # DDP: local rank 0 scans labels and writes the
+            self.train_loader, self.dataset = create_dataloader(  # .cache first; the others then read it
+                self.data["train"], self.imgsz, bs, self.gs, opt.single_cls, hyp=hyp, augment=True,
+                cache=None if opt.cache == "val" else opt.cache, rect=opt.rect, rank=self.local_rank,
+                workers=opt.workers, image_weights=opt.image_weights, quad=opt.quad, prefix=colorstr("train: "),
+                shuffle=True, seed=opt.seed)
         labels = np.concatenate([np.asarray(l).reshape(-1, 5) for l in self.dataset.labels], 0)
         if len(labels) and int(labels[:, 0].max()) >= self.nc:
             raise TrainingError(f"Label class {int(labels[:, 0].max())} exceeds nc={self.nc} in {opt.data}. "
