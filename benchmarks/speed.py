@@ -40,6 +40,11 @@ from utils.backend import IS_TORCH, nn, torch  # noqa: E402
 # timing
 def _sync(dev):
     backend.synchronize(dev)
+    # OneFlow runs eager ops asynchronously on the CPU too (its virtual machine): without waiting for it, time
+    # would be charged to whichever later op happens to read a value
+    eager = getattr(getattr(torch, "_oneflow_internal", None), "eager", None)
+    if eager is not None and hasattr(eager, "Sync"):
+        eager.Sync()
 
 
 def time_ms(fn, dev, iters=10, warmup=3, repeats=3):
@@ -307,6 +312,8 @@ def parse_opt(argv=None):
     p.add_argument("--iters", type=int, default=None, help="timed iterations per measurement")
     p.add_argument("--sections", nargs="+", default=["ciou", "ema", "upsample", "step"],
                    choices=["ciou", "ema", "upsample", "step"])
+    p.add_argument("--threads", type=int, default=0, help="CPU intra-op threads (0: framework default); 1 is "
+                   "steadier on a shared machine, where spinning OpenMP threads can make small ops ~50x slower")
     p.add_argument("--json", default=None, help="output file (default runs/benchmarks/speed_<backend>_<device>.json)")
     return p.parse_args(argv)
 
@@ -315,6 +322,8 @@ def main(opt):
     from utils.general import LOGGER  # imported first: it sets its own level at import
     LOGGER.setLevel(logging.WARNING)  # model summaries and optimizer lines would flood the table
     dev = backend.select_device(opt.device)
+    if opt.threads and hasattr(torch, "set_num_threads"):
+        torch.set_num_threads(opt.threads)
     cuda = backend.is_cuda(dev)
     small = opt.small
     cfg = opt.cfg or ("yolov5n.yaml" if small else "yolov5s.yaml")
