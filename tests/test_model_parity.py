@@ -123,3 +123,30 @@ def test_focus_spp_era_config_round_trips(tmp_path):
     x = from_numpy(np.random.default_rng(0).random((1, 3, 64, 64), dtype=np.float32))
     with torch.no_grad():
         assert np.array_equal(to_numpy(m(x)[0]), to_numpy(m2(x)[0]))
+
+
+def test_batchnorm_training_statistics_are_accurate():
+    """OneFlow's CPU BatchNorm kernel sums its batch statistics naively in float32; utils/backend.BatchNorm2d must
+    normalize with accurate ones (the error grows with batch*height*width, here 204,800 values per channel) while
+    its gradient and running statistics stay those of BatchNorm."""
+    from utils.backend import BatchNorm2d, nn
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((8, 4, 160, 160)) * 0.5 + 3).astype(np.float32)
+    bn = BatchNorm2d(4, eps=1e-3, momentum=0.03).train()
+    xt = from_numpy(x).requires_grad_(True)
+    y = bn(xt)
+    (y * from_numpy(np.linspace(-1, 1, y.numel(), dtype=np.float32).reshape(tuple(y.shape)))).sum().backward()
+    xd = x.astype(np.float64)
+    mu, var = xd.mean((0, 2, 3)), xd.var((0, 2, 3))
+    ref = (xd - mu.reshape(1, -1, 1, 1)) / np.sqrt(var.reshape(1, -1, 1, 1) + 1e-3)
+    assert np.abs(to_numpy(y) - ref).max() < 1e-5
+    n = x.size / 4
+    assert np.allclose(to_numpy(bn.running_mean), 0.03 * mu, atol=1e-6)
+    assert np.allclose(to_numpy(bn.running_var), 0.97 + 0.03 * var * n / (n - 1), atol=1e-6)
+    assert int(bn.num_batches_tracked) == 1
+    native = nn.BatchNorm2d(4, eps=1e-3).train()
+    xt2 = from_numpy(x).requires_grad_(True)
+    y2 = native(xt2)
+    (y2 * from_numpy(np.linspace(-1, 1, y2.numel(), dtype=np.float32).reshape(tuple(y2.shape)))).sum().backward()
+    g, g2 = to_numpy(xt.grad), to_numpy(xt2.grad)
+    assert np.abs(g - g2).max() <= 1e-3 * np.abs(g2).max()

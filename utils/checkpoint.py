@@ -702,8 +702,8 @@ class _Decoder:
             saved_tensors, self.tensors = self.tensors, False  # records hold numpy state dicts
             rec = ModelRecord(self.dec(x["v"]))
             self.tensors = saved_tensors
-            if self.build_models:
-                m = build_model(rec)
+            if self.build_models and isinstance(rec.get("yaml"), dict):  # a YOLOv5 model; other modules stay records
+                m = build_model(rec, source=self.path)
                 return m.to(self.map_location) if self.map_location is not None else m
             return rec
         raise CheckpointError(f"{self.path}: unknown node type {t!r} in checkpoint")
