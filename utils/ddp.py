@@ -88,8 +88,8 @@ def wrap_model(model, device, local_rank, sync_bn=False):
 
 # ----------------------------------------------------------------------------------------------------------------
 # Test hook: YOLO_DDP_DEBUG_DIR=<dir> makes each rank write what the DDP tests check (nothing otherwise):
-#   rank{r}_epoch{e}.npy  its flattened float32 parameters when epoch e starts (epoch 0: right after the DDP
-#                         broadcast; epoch e > 0: after all of epoch e-1's optimizer steps);
+#   rank{r}_epoch{e}.npz  its float32 parameters by name when its e-th epoch starts (e=0: right after the DDP
+#                         broadcast; e > 0: after all of the previous epoch's optimizer steps);
 #   rank{r}.jsonl         one line per epoch: the dataset indices its sampler handed to the loader, and its pid.
 # YOLO_DDP_DEBUG_EXIT="<rank>:<epoch>" makes that rank os._exit(1) at its second forward pass of that epoch (a crash
 # in the middle of an epoch, for the fault test).
@@ -108,8 +108,9 @@ def attach_debug(model, loader):
 
     def dump_params(epoch):
         import numpy as np
-        vec = np.concatenate([backend.to_numpy(p).astype(np.float32).ravel() for p in model.parameters()])
-        np.save(out / f"rank{rank}_epoch{epoch}.npy", vec)
+        params = {n[len("module."):] if n.startswith("module.") else n: backend.to_numpy(p).astype(np.float32)
+                  for n, p in model.named_parameters()}  # names as in the bare model (PyTorch's DDP adds module.)
+        np.savez(out / f"rank{rank}_epoch{epoch}.npz", **params)
 
     class RecordingSampler(base):  # the loader's own sampler, observed: what this rank really iterated
         def __iter__(self):
