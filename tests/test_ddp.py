@@ -298,3 +298,38 @@ def test_watchdog_ends_rank_when_launcher_dies(tmp_path):
     while _alive(rank_pid) and time.time() - t0 < 15:
         time.sleep(0.2)
     assert not _alive(rank_pid), "the orphaned rank kept running after its launcher died"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Multi-node, simulated as 2 nodes x 1 process on this host. Opt-in (YOLO_TEST_MULTINODE=1): two more launches.
+@pytest.mark.skipif(os.environ.get("YOLO_TEST_MULTINODE") != "1", reason="set YOLO_TEST_MULTINODE=1 to run")
+def test_two_nodes_on_localhost_node_death_ends_the_other_node(tmp_path):
+    if BACKEND == "oneflow":
+        pytest.skip("OneFlow 0.9.0 cannot run two 'nodes' on one host: its CPU all_reduce fails with "
+                    "value_not_found (both processes are local rank 0 of the same host); use real nodes")
+    data = _make_dataset(tmp_path / "data")
+    dbg, port = tmp_path / "debug", _free_port()
+    env = {**os.environ, "YOLO_BACKEND": BACKEND, "YOLO_QUIET": "1", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+           "YOLO_DDP_DEBUG_DIR": str(dbg), "YOLO_DDP_WATCHDOG_PORT": str(_free_port())}
+    args = ["--data", data, "--cfg", "yolov5n.yaml", "--weights", "", "--img", 64, "--epochs", 3, "--batch-size", 4,
+            "--workers", 0, "--device", "cpu", "--project", tmp_path / "runs", "--noplots", "--noval"]
+    nodes = []
+    for node in (0, 1):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank", str(node),
+               "--nproc_per_node", "1", "--master_addr", "127.0.0.1", "--master_port", str(port),
+               str(ROOT / "train.py"), *map(str, args)]
+        nodes.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                      start_new_session=True))
+    try:
+        t0 = time.time()
+        while not (dbg / "rank1.jsonl").exists():  # node 1's rank is training
+            assert time.time() - t0 < RUN_TIMEOUT_S and nodes[0].poll() is None, "the 2-node job did not start"
+            time.sleep(0.2)
+        os.killpg(nodes[1].pid, signal.SIGKILL)  # the whole of node 1: launcher and rank
+        t_kill = time.time()
+        rc = nodes[0].wait(timeout=120)
+        assert rc != 0 and time.time() - t_kill < 60
+    finally:
+        for p in nodes:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
