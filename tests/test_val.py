@@ -162,3 +162,25 @@ def test_coco128_parity_with_official(coco128_dir, yolov5n_pt, tmp_path):
     assert m, out[-3000:]
     got = np.array([float(v) for v in m.groups()])
     np.testing.assert_allclose(got, [0.634, 0.480, 0.544, 0.350], atol=0.005 + 1e-9)
+
+
+def test_save_hybrid_labels_give_near_perfect_map(small_set, yolov5n_pt, tmp_path):
+    """--save-hybrid adds every label as a confidence-1 detection before NMS, so each label is matched at IoU 1:
+    recall 1 is reached before any false positive, AP is the 101-point maximum 0.995 for every class."""
+    import val
+    yaml_file, _ = small_set
+    (mp, mr, map50, map_, *_), maps, _ = val.run(data=str(yaml_file), weights=str(yolov5n_pt), imgsz=128,
+                                               batch_size=8, workers=0, save_hybrid=True, save_txt=True,
+                                               project=tmp_path, name="hyb", plots=False)
+    assert map50 == pytest.approx(0.995, abs=1e-6) and map_ == pytest.approx(0.995, abs=1e-6)
+    assert len(list((tmp_path / "hyb" / "labels").glob("*.txt"))) > 0
+
+
+def test_task_speed_runs(small_set, yolov5n_pt, tmp_path, monkeypatch):
+    import val
+    yaml_file, _ = small_set
+    opt = val.parse_opt(["--weights", str(yolov5n_pt), "--data", str(yaml_file), "--img", "128", "--batch", "8",
+                         "--workers", "0", "--task", "speed", "--project", str(tmp_path)])
+    assert opt.conf_thres == 0.001 and opt.iou_thres == 0.6 and opt.max_det == 300  # ultralytics defaults
+    val.main(opt)
+    assert opt.conf_thres == 0.25 and opt.iou_thres == 0.45  # speed runs use detection thresholds
