@@ -8,9 +8,10 @@ GPU memory) with a few fused ones:
   ``ops`` namespace so tests can run it with CPU stand-ins of the same signatures: the real kernels exist only
   for CUDA, and a wrong argument order (the coordinate op returns x1, x2, y1, y2 - not x1, y1, x2, y2) would
   otherwise only show on a GPU.
-* PyTorch + CUDA: the same maths through ``torch.compile(dynamic=True)``; inductor fuses forward and backward
-  into a couple of Triton kernels, and dynamic shapes mean the number of matched targets, which changes every
-  step, does not trigger a recompile.
+* PyTorch + CUDA: a hand-written Triton kernel pair (utils/ciou_triton.py: forward, and a backward that is the
+  hand derivative with autograd's conventions). Fallback, or with YOLO_FUSED_CIOU=compile: the same maths
+  through ``torch.compile(dynamic=True)``; inductor fuses forward and backward, and dynamic shapes mean the
+  number of matched targets, which changes every step, does not trigger a recompile.
 * Anywhere else (CPU): the plain maths, with a one-time notice. GIoU/DIoU/IoU always take the plain path.
 """
 import math
@@ -138,16 +139,40 @@ def _triton_available():
         return False
 
 
+_TRITON = None  # the loaded utils.ciou_triton.ciou_triton, or False when it failed to load
+
+
+def _load_triton_ciou():
+    """Guarded, lazy import of the Triton kernel module (triton is optional and large)."""
+    global _TRITON
+    if _TRITON is None:
+        try:
+            from utils.ciou_triton import ciou_triton
+            _TRITON = ciou_triton
+        except Exception as e:  # no triton, or a triton too old for the kernel
+            _TRITON = False
+            _notice_once("triton", f"bbox_iou_optim: Triton CIoU kernel unavailable ({type(e).__name__}: {e}); "
+                                   "using torch.compile")
+    return _TRITON or None
+
+
 def fused_backend_name(device):
-    """Which implementation bbox_iou(..., CIoU=True, fused=True) uses for tensors on ``device``.
-    YOLO_FUSED_CIOU=plain forces the plain maths (a way out if compilation misbehaves on some machine)."""
+    """Which implementation bbox_iou(..., CIoU=True, fused=True) uses for tensors on ``device``:
+    'oneflow-fused-kernels', 'triton' (hand-written kernel, PyTorch + CUDA), 'torch-compile' or 'plain'.
+    YOLO_FUSED_CIOU=plain|compile|triton overrides the choice for PyTorch + CUDA (plain: a way out anywhere)."""
     import os
-    if os.environ.get("YOLO_FUSED_CIOU", "").lower() == "plain":
+    choice = os.environ.get("YOLO_FUSED_CIOU", "").lower()
+    if choice == "plain":
         return "plain"
     if has_fused_bbox_ops(device):
         return "oneflow-fused-kernels"
-    if IS_TORCH and is_cuda(device) and hasattr(torch, "compile") and _triton_available():
-        return "torch-compile"
+    if IS_TORCH and is_cuda(device) and _triton_available():
+        if choice == "compile" and hasattr(torch, "compile"):
+            return "torch-compile"
+        if _load_triton_ciou() is not None:
+            return "triton"
+        if hasattr(torch, "compile"):
+            return "torch-compile"
     return "plain"
 
 
@@ -168,5 +193,7 @@ def bbox_iou(box1, box2, xywh=True, GIoU=False, DIoU=False, CIoU=False, eps=1e-7
         elif box1.shape == box2.shape:  # the fused kernels take matched pairs, not broadcasts
             if impl == "oneflow-fused-kernels":
                 return ciou_fused_chain(box1, box2, xywh, eps)
+            if impl == "triton":
+                return _load_triton_ciou()(box1, box2, xywh, eps)
             return ciou_compiled(box1, box2, xywh, eps)
     return _bbox_iou_plain(box1, box2, xywh, GIoU, DIoU, CIoU, eps)
