@@ -2,8 +2,6 @@
 official ultralytics .pt files (no PyTorch needed, refuses foreign classes)."""
 import argparse
 import collections
-import io
-import json
 import os
 import pathlib
 import pickle
@@ -65,7 +63,8 @@ def test_round_trip_values_types_and_tensors(tmp_path):
         "bool": from_numpy(np.array([True, False])), "scalar": from_numpy(np.array(3.5, dtype=np.float32)),
         "param": p, "arr": np.arange(12, dtype=np.int16).reshape(3, 4), "np_rng": np_state,
         "py_rng": (3, tuple(range(5)), None), "names": {0: "person", 1: "bike"}, "set": {1, 2},
-        "od": collections.OrderedDict([("b", 1), ("a", 2)]), "opt": argparse.Namespace(img=320, path=pathlib.Path("/x")),
+        "od": collections.OrderedDict([("b", 1), ("a", 2)]),
+        "opt": argparse.Namespace(img=320, path=pathlib.Path("/x")),
         "bytes": b"\x00\xff", "nested": [{"a": (1, [2, torch.zeros(1)])}],
     }
     f = save_checkpoint(obj, tmp_path / "ck.pt")
@@ -78,7 +77,8 @@ def test_round_trip_values_types_and_tensors(tmp_path):
     assert isinstance(x["param"], nn.Parameter) and x["param"].requires_grad
     assert np.array_equal(to_numpy(x["param"]), np.arange(6).reshape(2, 3))
     assert x["arr"].dtype == np.int16 and np.array_equal(x["arr"], obj["arr"])  # numpy stays numpy
-    assert x["np_rng"][0] == "MT19937" and np.array_equal(x["np_rng"][1], np_state[1]) and x["np_rng"][2:] == np_state[2:]
+    assert x["np_rng"][0] == "MT19937" and np.array_equal(x["np_rng"][1], np_state[1])
+    assert x["np_rng"][2:] == np_state[2:]
     rs = np.random.RandomState()
     rs.set_state(x["np_rng"])
     assert rs.randint(1 << 30) == np.random.RandomState(3).randint(1 << 30)

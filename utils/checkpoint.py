@@ -422,12 +422,7 @@ def read_official_pt(path):
         raise CheckpointError(f"{path}: holds a {type(obj).__name__}, expected a checkpoint dict")
     out = {}
     for k, v in obj.items():
-        if isinstance(v, StubObject) and "_modules" in vars(v):
-            out[k] = _stub_model_record(v)
-        elif k == "optimizer":
-            out[k] = _plain(v)
-        else:
-            out[k] = _plain(v)
+        out[k] = _stub_model_record(v) if isinstance(v, StubObject) and "_modules" in vars(v) else _plain(v)
     out.setdefault("ema", None)
     out.setdefault("epoch", -1)
     out.setdefault("best_fitness", None)
