@@ -102,16 +102,20 @@ def _opt_run(name, fused, steps=5, device="cpu"):
         opt = torch.optim.Adam(groups, lr=0.001, betas=(0.937, 0.999), **kw)
     else:
         opt = torch.optim.AdamW(groups, lr=0.001, betas=(0.937, 0.999), weight_decay=0.0, **kw)
+    # the same gradient sequence for both runs (not gradients of the run's own weights): Adam turns last-bit
+    # differences in near-zero gradients into lr-sized steps, which would compare chaos, not the optimizers
     rng = np.random.default_rng(5)
     for i in range(steps):
-        for g in opt.param_groups:  # warmup-like lr/momentum changes between steps must be honoured
+        for g in opt.param_groups:  # warmup-like lr changes between steps must be honoured
             g["lr"] = g["lr"] * 0.9
-        x = torch.tensor(rng.normal(size=(2, 3, 16, 16)).astype(np.float32)).to(device)
-        loss = model(x).pow(2).mean()
-        opt.zero_grad()
-        loss.backward()
+        for p in model.parameters():
+            p.grad = torch.tensor(rng.normal(0, 0.1, tuple(p.shape)).astype(np.float32)).to(device)
         opt.step()
-    return [_np(p) for p in model.parameters()], kw, opt
+    state = []
+    for p in model.parameters():
+        st = opt.state[p] if IS_TORCH else {}
+        state += [_np(v) for k, v in sorted(st.items()) if hasattr(v, "shape") and k != "step"]
+    return [_np(p) for p in model.parameters()] + state, kw, opt
 
 
 @pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW"])
@@ -119,16 +123,16 @@ def test_optimizer_fused_flag_equals_plain(name):
     fused_params, kw, opt = _opt_run(name, True)
     plain_params, kw0, opt0 = _opt_run(name, False)
     assert kw0 == {}
-    if IS_TORCH:
+    if IS_TORCH:  # CPU: foreach (fused is kept for CUDA, see optimizer_kwargs)
         assert kw == {"foreach": True} and optimizer_impl(opt) == "foreach"
     else:
         assert kw == {}  # OneFlow has no CPU multi-tensor kernels
     assert optimizer_impl(opt0) == "loop"
-    moved = False
-    for a, b, p0 in zip(fused_params, plain_params, [_np(p) for p in _model(1).parameters()]):
-        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
-        moved |= bool(np.abs(a - p0).max() > 1e-4)
-    assert moved
+    p0 = [_np(p) for p in _model(1).parameters()]
+    assert len(fused_params) == len(plain_params) > len(p0) if IS_TORCH else True  # weights and optimizer state
+    for a, b in zip(fused_params, plain_params):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    assert max(float(np.abs(a - b).max()) for a, b in zip(fused_params, p0)) > 1e-4  # the steps moved the weights
 
 
 def test_optimizer_kwargs_off_is_framework_default_and_unknown_name():
