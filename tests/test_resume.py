@@ -81,3 +81,8 @@ def test_resume_refuses_finished_checkpoint(reference_run):
     r2 = run_train(["--resume", reference_run / "weights" / "last.pt"])
     assert r2.returncode == 1
     assert "cannot be resumed" in r2.stderr
+    # --resume without a path picks the newest last.pt under --project
+    r3 = run_train(["--resume", "--project", reference_run.parent])
+    assert r3.returncode == 1 and str(reference_run / "weights" / "last.pt") in r3.stderr
+    r4 = run_train(["--resume", reference_run / "weights" / "nothing.pt"])
+    assert r4.returncode == 1 and "no checkpoint found" in r4.stderr
