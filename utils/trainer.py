@@ -369,6 +369,8 @@ class Trainer:
         self.scaler = backend.grad_scaler(self.device, enabled=self.amp)
         self.setup_loaders()
         # The EMA starts from the model as AutoAnchor left it (so it never averages stale anchors in).
+        # EMA before wrap_ddp: OneFlow's DDP puts collective hooks on the module itself, so a copy made after it
+        # would broadcast buffers in every forward of rank 0's validation, which the other ranks never join (hang).
         self.ema = ModelEMA(self.model, fused=opt.multi_tensor_optimizer) if self.main else None
         if self.ckpt is not None:
             self.resume_state()
