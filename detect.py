@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
-from utils.backend import inference_mode, select_device, synchronize  # noqa: E402
+from utils.backend import inference_mode, select_device, wait_for_work  # noqa: E402
 from utils.general import (LOGGER, check_img_size, colorstr, increment_path, non_max_suppression,  # noqa: E402
                            xyxy2xywh)
 from utils.inference import preprocess, to_original  # noqa: E402
@@ -35,12 +35,12 @@ class _Timer:
         self.t, self.dt, self.device = 0.0, 0.0, device
 
     def __enter__(self):
-        synchronize(self.device)
+        wait_for_work(self.device)
         self.start = time.perf_counter()
         return self
 
     def __exit__(self, *args):
-        synchronize(self.device)
+        wait_for_work(self.device)
         self.dt = time.perf_counter() - self.start
         self.t += self.dt
 

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # `python val.py` from anywhere finds models/ and utils/
 
-from utils.backend import inference_mode, select_device, synchronize, to_numpy, torch  # noqa: E402
+from utils.backend import inference_mode, select_device, to_numpy, torch, wait_for_work  # noqa: E402
 from utils.general import (LOGGER, check_img_size, coco80_to_coco91_class, colorstr, increment_path,  # noqa: E402
                            non_max_suppression, scale_boxes, xywh2xyxy, xyxy2xywh)
 from utils.metrics import ConfusionMatrix, ap_per_class, match_predictions  # noqa: E402
@@ -58,12 +58,12 @@ class _Timer:
         self.t, self.device = 0.0, device
 
     def __enter__(self):
-        synchronize(self.device)
+        wait_for_work(self.device)
         self.start = time.perf_counter()
         return self
 
     def __exit__(self, *args):
-        synchronize(self.device)
+        wait_for_work(self.device)
         self.t += time.perf_counter() - self.start
 
 

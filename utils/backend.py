@@ -179,6 +179,14 @@ def synchronize(dev=None):
         torch.cuda.synchronize()
 
 
+def wait_for_work(dev=None):
+    """Block until queued work is done, for timers (val/detect speed lines). OneFlow runs eager ops
+    asynchronously even on CPU, so without this the time lands in whatever first reads a result."""
+    if IS_ONEFLOW and hasattr(torch, "_oneflow_internal"):
+        torch._oneflow_internal.eager.Sync()
+    synchronize(dev)
+
+
 def memory_reserved_gb(dev):
     if is_cuda(dev) and cuda_available() and hasattr(torch.cuda, "memory_reserved"):
         return torch.cuda.memory_reserved() / 1e9
