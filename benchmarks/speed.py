@@ -18,7 +18,6 @@ Sections
 import argparse
 import json
 import logging
-import math
 import os
 import platform
 import statistics
