@@ -809,8 +809,7 @@ class YoloSampler(torch.utils.data.Sampler):
 
 class SeedWorker:
     """worker_init_fn: seeds python's and numpy's RNG of each worker from (seed, rank, worker id), so runs with the
-    same --seed draw the same augmentations; OpenCV threads off in workers (the worker processes are the
-    parallelism, nested threads only contend)."""
+    same --seed draw the same augmentations. It must not call into OpenCV's thread pool: see create_dataloader."""
 
     def __init__(self, seed, rank):
         self.seed, self.rank = int(seed), int(rank)
@@ -819,7 +818,6 @@ class SeedWorker:
         s = int(np.random.SeedSequence([self.seed, self.rank, worker_id]).generate_state(1)[0])
         random.seed(s)
         np.random.seed(s)
-        cv2.setNumThreads(int(os.environ.get("YOLO_WORKER_CV2_THREADS", "1")))
 
 
 def create_dataloader(path, imgsz, batch_size, stride, single_cls=False, hyp=None, augment=False, cache=None, pad=0.0,
@@ -843,6 +841,10 @@ def create_dataloader(path, imgsz, batch_size, stride, single_cls=False, hyp=Non
     sampler = YoloSampler(dataset, shuffle=shuffle, seed=seed, rank=r, world_size=world)
     kwargs = {}
     if nw > 0:
+        # TRAP: OpenCV's thread pool does not survive fork(). A worker forked while the parent's pool exists hangs
+        # in its first parallel cv2 call (seen: pthread_cond_destroy in setNumThreads). Switching the pool off here,
+        # before the workers fork, is what ultralytics does at import; the workers are the parallelism anyway.
+        cv2.setNumThreads(0)
         kwargs = dict(persistent_workers=True, worker_init_fn=SeedWorker(seed, r), prefetch_factor=2)
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=nw,
                                          pin_memory=False, drop_last=False,
