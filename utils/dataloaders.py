@@ -466,8 +466,8 @@ class LoadImagesAndLabels(torch.utils.data.Dataset):
             return True
         ok = b * (1 + safety_margin) < avail
         if not ok:
-            LOGGER.warning(f"{prefix}{WARN} {b / 1 << 30:.1f}GB RAM required, {avail / (1 << 30):.1f}GB available: "
-                           f"not caching images (--cache ram needs {b * (1 + safety_margin) / (1 << 30):.1f}GB)")
+            LOGGER.warning(f"{prefix}{WARN} {b / (1 << 30):.2f}GB RAM required (+{safety_margin:.0%} margin), "
+                           f"{avail / (1 << 30):.2f}GB available: not caching images in RAM")
         else:
             LOGGER.info(f"{prefix}Caching images ({b / (1 << 30):.2f}GB of {avail / (1 << 30):.1f}GB available RAM)")
         return ok
