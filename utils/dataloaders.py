@@ -25,7 +25,7 @@ import cv2
 import numpy as np
 from PIL import ExifTags, Image, ImageFile, ImageOps
 
-from utils.augmentations import (GREY, augment_hsv, copy_paste, letterbox, mixup, random_affine_matrix,
+from utils.augmentations import (GREY, augment_hsv, augment_hsv_lut, copy_paste, letterbox, mixup, random_affine_matrix,
                                  random_perspective, segments2boxes, transform_boxes, transform_segments, warp_into,
                                  box_candidates)
 from utils.backend import from_numpy, get_rank, get_world_size, torch
@@ -293,7 +293,9 @@ class LoadImagesAndLabels(torch.utils.data.Dataset):
         self.stride = stride
         self.path = path
         self.prefix = prefix
-        self.fused = fused  # the one-warp mosaic (falls back to the classic path where it cannot apply)
+        # fused: the one-warp mosaic and the fast HSV/decode/layout (falls back to the classic mosaic where it cannot
+        # apply). fused=False runs ultralytics' formulation step by step: the reference for tests and benchmarks.
+        self.fused = fused
         self.profile = None  # a StageTimer to measure stages (benchmarks/loader.py)
 
         self.im_files = list_image_files(path, prefix)
@@ -414,6 +416,11 @@ class LoadImagesAndLabels(torch.utils.data.Dataset):
     def _read_file(self, f, reduce=1):
         flags = {1: cv2.IMREAD_COLOR, 2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4,
                  8: cv2.IMREAD_REDUCED_COLOR_8}[reduce]
+        if not self.fused and reduce == 1:
+            im = cv2.imread(f)  # the reference path reads like ultralytics
+            if im is None:
+                raise FileNotFoundError(f"Image Not Found {f}")
+            return im
         # np.fromfile + imdecode is ~20% faster than cv2.imread here (measured) and handles non-ASCII paths
         try:
             im = cv2.imdecode(np.fromfile(f, np.uint8), flags)
@@ -531,7 +538,20 @@ class LoadImagesAndLabels(torch.utils.data.Dataset):
         labels = np.asarray(labels, dtype=np.float32).reshape(-1, 5)
         if nl:
             labels[:, 1:5] = xyxy2xywhn(labels[:, 1:5], w=im.shape[1], h=im.shape[0], clip=True, eps=1e-3)
-        if self.augment:
+        if self.augment and not self.fused:  # ultralytics' formulation, step by step (reference for the benchmark)
+            augment_hsv_lut(im, hgain=hyp["hsv_h"], sgain=hyp["hsv_s"], vgain=hyp["hsv_v"])
+            if prof:
+                t0 = prof.add("hsv", t0)
+            if random.random() < hyp["flipud"]:
+                im = np.flipud(im)
+                if nl:
+                    labels[:, 2] = 1 - labels[:, 2]
+            if random.random() < hyp["fliplr"]:
+                im = np.fliplr(im)
+                if nl:
+                    labels[:, 1] = 1 - labels[:, 1]
+            rgb = np.ascontiguousarray(im.transpose((2, 0, 1))[::-1]).transpose(1, 2, 0)  # a CHW copy, as a view
+        elif self.augment:
             rgb = augment_hsv(im, hgain=hyp["hsv_h"], sgain=hyp["hsv_s"], vgain=hyp["hsv_v"], to_rgb=True)
             if prof:
                 t0 = prof.add("hsv", t0)
