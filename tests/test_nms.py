@@ -121,3 +121,26 @@ def test_time_limit_reports_cut_images(caplog):
         LOGGER.propagate = False
     assert [len(o) for o in out] == [1, 0, 0]
     assert "2 of 3 images" in caplog.text
+
+
+@pytest.mark.parametrize("kw", [dict(multi_label=True), dict(agnostic=True), dict(classes=[0, 2], max_det=7)])
+def test_kernel_path_matches_numpy_path(monkeypatch, kw):
+    """Where the framework has an NMS kernel (torchvision, OneFlow CUDA) the candidates are built with tensor ops;
+    a stand-in kernel runs that path on CPU and must give the numpy path's rows."""
+    import utils.backend as backend
+    rng = np.random.default_rng(1)
+    p = np.zeros((2, 400, 8), np.float32)
+    p[..., :2] = rng.uniform(0, 200, (2, 400, 2))
+    p[..., 2:4] = rng.uniform(10, 60, (2, 400, 2))
+    p[..., 4:] = rng.random((2, 400, 4))
+    x = from_numpy(p)
+    plain = non_max_suppression(x, 0.1, 0.5, **kw)
+
+    def kernel(boxes, scores, iou):
+        return from_numpy(nms_numpy(to_numpy(boxes), to_numpy(scores), iou))
+
+    monkeypatch.setattr(backend, "nms_kernel", lambda dev: kernel)
+    fused = non_max_suppression(x, 0.1, 0.5, **kw)
+    for a, b in zip(plain, fused):
+        assert len(a) > 0
+        np.testing.assert_allclose(to_numpy(a), to_numpy(b), rtol=1e-6, atol=1e-5)

@@ -154,8 +154,8 @@ def _iou_rows(a, b):
     """IoU of each box in a (k,4) with each box in b (m,4), float32 as torchvision computes it."""
     area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
     area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-    w = np.clip(np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]), 0, None)
-    h = np.clip(np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1]), 0, None)
+    w = np.maximum(np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]), 0)
+    h = np.maximum(np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1]), 0)
     inter = w * h
     with np.errstate(invalid="ignore", divide="ignore"):
         return inter / (area_a[:, None] + area_b[None, :] - inter)
@@ -201,17 +201,52 @@ def nms_numpy(boxes, scores, iou_thres, groups=None):
 
 
 def _nms_indices(boxes, scores, classes, iou_thres, agnostic, kernel):
-    """Indices (framework long tensor on boxes.device) of the boxes kept, best first."""
+    """Indices (framework long tensor) of the boxes a device NMS kernel keeps, best first. Each class is shifted
+    by max_wh=7680 so boxes of different classes never overlap (the official trick). In float32 the shift rounds
+    coordinates of high class ids (to 1/16 px at class 79); the numpy path applies the same shift, because the
+    official mAP figures include that rounding."""
     if not agnostic:
-        # Shift each class by max_wh=7680 so boxes of different classes never overlap (the official trick). The
-        # shift is kept on the numpy path too: in float32 it rounds coordinates of high class ids (to 1/16 px at
-        # class 79), which slightly changes IoUs, and the official mAP figures include that rounding.
         boxes = boxes + classes[:, None] * 7680.0
-    if kernel is not None:
-        return kernel(boxes, scores, iou_thres)
-    from utils.backend import from_numpy, to_numpy
-    i = nms_numpy(to_numpy(boxes), to_numpy(scores), iou_thres, None if agnostic else to_numpy(classes))
-    return from_numpy(i).to(boxes.device)
+    return kernel(boxes, scores, iou_thres)
+
+
+def _candidates_numpy(x, conf_thres, mi, multi_label, classes, max_nms):
+    """Rows (n, 5 + nc + nm) after the objectness filter -> (k, 6 + nm) [xyxy, conf, cls, masks], conf = obj * cls,
+    highest confidence first when capped at max_nms."""
+    scores = x[:, 5:mi] * x[:, 4:5]
+    box = xywh2xyxy(x[:, :4])
+    if multi_label:
+        i, j = np.nonzero(scores > conf_thres)
+        out = np.concatenate((box[i], scores[i, j, None], j[:, None].astype(np.float32), x[i, mi:]), 1)
+    else:
+        j = scores.argmax(1)
+        conf = scores[np.arange(len(j)), j]
+        keep = conf > conf_thres
+        out = np.concatenate((box, conf[:, None], j[:, None].astype(np.float32), x[:, mi:]), 1)[keep]
+    if classes is not None:
+        out = out[np.isin(out[:, 5], np.asarray(list(classes), dtype=np.float32))]
+    if len(out) > max_nms:
+        out = out[np.argsort(-out[:, 4], kind="stable")[:max_nms]]
+    return out.astype(np.float32, copy=False)
+
+
+def _candidates_tensor(x, conf_thres, mi, multi_label, classes, max_nms):
+    """The same as _candidates_numpy on framework tensors (used where a device NMS kernel exists)."""
+    x = x.clone()
+    x[:, 5:mi] *= x[:, 4:5]
+    box = xywh2xyxy(x[:, :4])
+    mask = x[:, mi:]
+    if multi_label:
+        i, j = (x[:, 5:mi] > conf_thres).nonzero(as_tuple=False).T
+        x = torch.cat((box[i], x[i, j + 5].unsqueeze(1), j.unsqueeze(1).to(x.dtype), mask[i]), 1)
+    else:
+        conf, j = x[:, 5:mi].max(1, keepdim=True)
+        x = torch.cat((box, conf, j.to(x.dtype), mask), 1)[conf.view(-1) > conf_thres]
+    if classes is not None:
+        x = x[(x[:, 5:6] == torch.tensor(list(classes), device=x.device, dtype=x.dtype)).any(1)]
+    if x.shape[0] > max_nms:
+        x = x[x[:, 4].argsort(descending=True)[:max_nms]]
+    return x
 
 
 def non_max_suppression(prediction, conf_thres=0.25, iou_thres=0.45, classes=None, agnostic=False, multi_label=False,
@@ -224,7 +259,7 @@ def non_max_suppression(prediction, conf_thres=0.25, iou_thres=0.45, classes=Non
     max_nms: candidate cap per image before NMS (highest confidence kept). max_det: rows kept per image after NMS.
     time_limit: seconds for the whole batch or None. When it runs out, the images not processed yet keep empty
     outputs and a warning says how many were cut (never silently)."""
-    from utils.backend import nms_kernel
+    from utils.backend import from_numpy, nms_kernel, to_numpy
     if isinstance(prediction, (list, tuple)):  # eval-mode model output (inference, raw maps)
         prediction = prediction[0]
     assert 0 <= conf_thres <= 1 and 0 <= iou_thres <= 1, f"bad thresholds conf={conf_thres} iou={iou_thres}"
@@ -247,26 +282,17 @@ def non_max_suppression(prediction, conf_thres=0.25, iou_thres=0.45, classes=Non
             x = torch.cat((x, v.to(x.dtype)), 0)
         if not x.shape[0]:
             continue
-        x = x.clone()
-        x[:, 5:mi] *= x[:, 4:5]  # conf = obj_conf * cls_conf
-        box = xywh2xyxy(x[:, :4])
-        mask = x[:, mi:]
-        if multi_label:
-            i, j = (x[:, 5:mi] > conf_thres).nonzero(as_tuple=False).T
-            x = torch.cat((box[i], x[i, j + 5].unsqueeze(1), j.unsqueeze(1).to(x.dtype), mask[i]), 1)
+        if kernel is None:  # CPU: one transfer, then numpy (faster than many small framework ops, same on both)
+            x = _candidates_numpy(to_numpy(x).astype(np.float32, copy=False), conf_thres, mi, multi_label, classes,
+                                  max_nms)
+            if len(x):
+                shift = np.float32(0 if agnostic else 7680) * x[:, 5:6]  # float32 like the framework path
+                i = nms_numpy(x[:, :4] + shift, x[:, 4], iou_thres, None if agnostic else x[:, 5])[:max_det]
+                output[xi] = from_numpy(x[i]).to(prediction.device)
         else:
-            conf, j = x[:, 5:mi].max(1, keepdim=True)
-            keep = conf.view(-1) > conf_thres
-            x = torch.cat((box, conf, j.to(x.dtype), mask), 1)[keep]
-        if classes is not None:
-            allowed = torch.tensor(list(classes), device=x.device, dtype=x.dtype)
-            x = x[(x[:, 5:6] == allowed).any(1)]
-        if not x.shape[0]:
-            continue
-        if x.shape[0] > max_nms:
-            x = x[x[:, 4].argsort(descending=True)[:max_nms]]
-        i = _nms_indices(x[:, :4], x[:, 4], x[:, 5], iou_thres, agnostic, kernel)[:max_det]
-        output[xi] = x[i]
+            x = _candidates_tensor(x, conf_thres, mi, multi_label, classes, max_nms)
+            if x.shape[0]:
+                output[xi] = x[_nms_indices(x[:, :4], x[:, 4], x[:, 5], iou_thres, agnostic, kernel)[:max_det]]
         if time_limit is not None and time.time() - t0 > time_limit and xi < bs - 1:
             LOGGER.warning(f"WARNING: NMS time limit {time_limit:.3f}s exceeded: {bs - 1 - xi} of {bs} images in this "
                            f"batch were cut and have no detections")
