@@ -194,3 +194,27 @@ def test_random_perspective_boxes_inside_and_candidates():
     keep = box_candidates(np.array([[0, 0, 10, 10], [0, 0, 10, 10]]).T.astype(float),
                           np.array([[0, 0, 10, 10], [0, 0, 1, 1]]).T.astype(float))
     assert keep.tolist() == [True, False]
+
+
+def test_polygon_labels_fused_matches_classic(tmp_path):
+    """With polygon labels, boxes come from the transformed polygons on both paths (as in ultralytics)."""
+    (tmp_path / "images").mkdir()
+    (tmp_path / "labels").mkdir()
+    for i in range(4):
+        im = np.full((120, 160, 3), 90, np.uint8)
+        pts = np.array([[20 + 5 * i, 20], [120, 30], [100, 100], [30, 90]])
+        cv2.fillPoly(im, [pts], COLOURS[i])
+        cv2.imwrite(str(tmp_path / "images" / f"{i}.png"), im)
+        row = " ".join(f"{x / 160:.5f} {y / 120:.5f}" for x, y in pts)
+        (tmp_path / "labels" / f"{i}.txt").write_text(f"{i} {row}\n")
+    kw = dict(img_size=128, batch_size=2, augment=True, hyp=hyp(degrees=15.0))
+    fast = LoadImagesAndLabels(str(tmp_path / "images"), fused=True, **kw)
+    ref = LoadImagesAndLabels(str(tmp_path / "images"), fused=False, **kw)
+    assert all(len(s) == 1 for s in fast.segments)
+    for i in range(6):
+        out = []
+        for ds in (fast, ref):
+            random.seed(i)
+            np.random.seed(i)
+            out.append(ds[i % 4][1])
+        np.testing.assert_allclose(out[0], out[1], atol=1e-4)

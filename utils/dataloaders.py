@@ -25,11 +25,11 @@ import cv2
 import numpy as np
 from PIL import ExifTags, Image, ImageFile, ImageOps
 
-from utils.augmentations import (GREY, augment_hsv, augment_hsv_lut, copy_paste, letterbox, mixup, random_affine_matrix,
-                                 random_perspective, segments2boxes, transform_boxes, transform_segments, warp_into,
-                                 box_candidates)
+from utils.augmentations import (augment_hsv, augment_hsv_lut, box_candidates, copy_paste, letterbox, mixup,
+                                 random_affine_matrix, random_perspective, segments2boxes, transform_boxes,
+                                 transform_segments, warp_into)
 from utils.backend import from_numpy, get_rank, get_world_size, torch
-from utils.general import LOGGER, ROOT, xywhn2xyxy, xyn2xy, xyxy2xywhn
+from utils.general import LOGGER, xywhn2xyxy, xyn2xy, xyxy2xywhn
 
 IMG_FORMATS = "bmp", "dng", "jpeg", "jpg", "mpo", "png", "tif", "tiff", "webp", "pfm"
 VID_FORMATS = "asf", "avi", "gif", "m4v", "mkv", "mov", "mp4", "mpeg", "mpg", "ts", "wmv"
@@ -378,7 +378,7 @@ class LoadImagesAndLabels(torch.utils.data.Dataset):
                     f"{nm + ne} backgrounds, {nc} corrupt")
         for m in cache["msgs"]:  # one line per dropped or repaired file, every run
             LOGGER.warning(m)
-        if nf == 0 and not any(len(v[0]) for k, v in cache.items() if isinstance(v, list) and len(v) == 3):
+        if nf == 0:
             LOGGER.warning(f"{prefix}{WARN} No labels found in {path.parent}. {HELP_URL}")
         self.cache_file = path
         self.cache_hit = exists
@@ -652,9 +652,13 @@ class LoadImagesAndLabels(torch.utils.data.Dataset):
                 t0 = prof.add("perspective", t0)
 
         n = len(labels4)
-        if n:
-            new = transform_boxes(labels4[:, 1:5].astype(np.float64), M, (s, s))
-            i = box_candidates(box1=labels4[:, 1:5].T * scale, box2=new.T, area_thr=0.10)
+        if n:  # boxes exactly as random_perspective makes them (from the polygons when every box has one)
+            use_segments = len(segments4) == n and any(x.any() for x in segments4)
+            if use_segments:
+                new, _ = transform_segments(segments4, M, (s, s))
+            else:
+                new = transform_boxes(labels4[:, 1:5].astype(np.float64), M, (s, s))
+            i = box_candidates(box1=labels4[:, 1:5].T * scale, box2=new.T, area_thr=0.01 if use_segments else 0.10)
             labels4 = labels4[i]
             labels4[:, 1:5] = new[i]
         if prof:
