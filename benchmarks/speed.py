@@ -38,12 +38,9 @@ from utils.backend import IS_TORCH, nn, torch  # noqa: E402
 # ----------------------------------------------------------------------------------------------------------------
 # timing
 def _sync(dev):
-    backend.synchronize(dev)
-    # OneFlow runs eager ops asynchronously on the CPU too (its virtual machine): without waiting for it, time
-    # would be charged to whichever later op happens to read a value
-    eager = getattr(getattr(torch, "_oneflow_internal", None), "eager", None)
-    if eager is not None and hasattr(eager, "Sync"):
-        eager.Sync()
+    # OneFlow runs eager ops asynchronously on the CPU too: without waiting for it, time would be charged to
+    # whichever later op happens to read a value
+    backend.wait_for_work(dev)
 
 
 def time_ms(fn, dev, iters=10, warmup=3, repeats=3):
