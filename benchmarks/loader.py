@@ -70,8 +70,8 @@ def throughput(path, opt, hyp):
             n += imgs.shape[0]
     dt = time.perf_counter() - t0
     c1, m1 = children_cpu_seconds(), time.process_time()
-    cpu = (c1 - c0 if c0 is not None and loader.num_workers else 0.0) + (m1 - m0)
-    return n / dt, n, dt, loader.num_workers, cpu
+    workers_cpu = c1 - c0 if c0 is not None and loader.num_workers else 0.0
+    return n / dt, n, dt, loader.num_workers, (workers_cpu, m1 - m0)
 
 
 def stages(path, opt, hyp):
@@ -107,8 +107,12 @@ def main(opt):
           f"cache {opt.cache}  mosaic {mode}  cpus {os.cpu_count()}")
     ips, n, dt, nw, cpu = throughput(path, opt, hyp)
     print(f"throughput: {ips:.1f} images/s with {nw} worker(s) ({n} images in {dt:.2f}s wall, after a warm-up epoch)")
-    print(f"  CPU used by workers + main: {cpu / n * 1e3:.2f} ms/image = {n / max(cpu, 1e-9):.1f} images per CPU-second "
-          f"(load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus: wall figures shrink when shared)")
+    wcpu, mcpu = cpu
+    print(f"  CPU per image: workers {wcpu / n * 1e3:.2f} ms, main process {mcpu / n * 1e3:.2f} ms -> "
+          f"{n / max(wcpu + mcpu, 1e-9):.1f} images per CPU-second in all"
+          + (f", {n / wcpu * nw:.1f} images/s for {nw} worker(s) that each own a core" if nw and wcpu else ""))
+    print(f"  (load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus: wall figures shrink when the "
+          f"machine is shared, CPU figures much less)")
     if not opt.no_stages:
         per, total = stages(path, opt, hyp)
         print("per-stage CPU cost, one process, 1 OpenCV thread (CPU ms/image, robust to other load):")

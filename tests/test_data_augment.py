@@ -218,3 +218,21 @@ def test_polygon_labels_fused_matches_classic(tmp_path):
             np.random.seed(i)
             out.append(ds[i % 4][1])
         np.testing.assert_allclose(out[0], out[1], atol=1e-4)
+
+
+def test_mosaic9_rect_augment_and_copy_paste_paths(boxes_dataset, tmp_path):
+    h = hyp("high", hsv_h=0.0, hsv_s=0.0, hsv_v=0.0)  # copy_paste 0.1, mixup 0.1
+    ds = LoadImagesAndLabels(str(boxes_dataset / "images"), img_size=128, batch_size=4, augment=True, hyp=h)
+    random.seed(0)
+    np.random.seed(0)
+    for i in range(6):
+        im, labels = ds.load_mosaic9(i)
+        assert im.shape == (128, 128, 3) and np.isfinite(labels).all()
+        assert (labels[:, 1:] >= 0).all() and (labels[:, 1:] <= 128).all()
+    # --rect with augmentation: letterboxed to the batch shape, random_perspective, no mosaic
+    ds = LoadImagesAndLabels(str(boxes_dataset / "images"), img_size=128, batch_size=4, augment=True, hyp=h,
+                             rect=True)
+    for i in range(len(ds)):
+        im, labels, _, shapes = ds[i]
+        assert tuple(im.shape[1:]) == tuple(int(x) for x in ds.batch_shapes[ds.batch[i]]) and shapes is not None
+        assert ((labels[:, 2:] >= 0) & (labels[:, 2:] <= 1)).all()
