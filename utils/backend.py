@@ -324,7 +324,9 @@ def _env_int(name, default):
 
 
 def get_rank():
-    return _env_int("RANK", 0)
+    # A single process is rank 0 whatever the environment says: importing OneFlow 0.9.0 sets RANK=-1 and
+    # LOCAL_RANK=0 even without a launcher (seen in os.environ right after `import oneflow`).
+    return _env_int("RANK", 0) if get_world_size() > 1 else 0
 
 
 def get_world_size():
@@ -332,7 +334,7 @@ def get_world_size():
 
 
 def get_local_rank():
-    return _env_int("LOCAL_RANK", -1 if get_world_size() == 1 else 0)
+    return _env_int("LOCAL_RANK", 0) if get_world_size() > 1 else -1
 
 
 def dist_initialized():

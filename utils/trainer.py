@@ -46,11 +46,17 @@ class NonFiniteLossError(TrainingError):
 # ----------------------------------------------------------------------------------------------------------------
 # Distributed context: rank and world size come from utils.dist (thin wrappers over utils.backend)
 def dist_context():
+    """(rank, world_size, local_rank); (-1, 1, -1) in a single process, the ultralytics convention. TRAP: importing
+    OneFlow 0.9.0 sets RANK=-1 and LOCAL_RANK=0 in the environment even without a launcher, so the environment
+    alone would make a single process look like local rank 0 of a job with a negative global rank."""
     try:
         from utils import dist
-        return dist.rank(), dist.world_size(), dist.local_rank()
-    except (ImportError, AttributeError):  # utils/dist.py not there yet: the backend's own helpers
-        return backend.get_rank(), backend.get_world_size(), backend.get_local_rank()
+        rank, world_size, local_rank = dist.rank(), dist.world_size(), dist.local_rank()
+    except (ImportError, AttributeError):  # utils/dist.py not there: the backend's own helpers
+        rank, world_size, local_rank = backend.get_rank(), backend.get_world_size(), backend.get_local_rank()
+    if world_size <= 1:
+        return -1, 1, -1
+    return rank, world_size, local_rank
 
 
 # ----------------------------------------------------------------------------------------------------------------
