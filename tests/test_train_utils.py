@@ -268,3 +268,11 @@ def test_evolve_mutate_and_record(tmp_path):
     assert x.shape == (2, 12) and keys[:2] == ["metrics/precision", "metrics/recall"]
     best = yaml.safe_load((tmp_path / "hyp_evolve.yaml").read_text())
     assert best["lr0"] == pytest.approx(child["lr0"], rel=1e-4)
+
+
+def test_single_process_dist_context():
+    """One process is (rank -1, world 1, local rank -1) under both backends; importing OneFlow sets RANK=-1 and
+    LOCAL_RANK=0 in the environment, which once made the train sampler yield 1 image per epoch."""
+    from utils.trainer import dist_context
+    assert dist_context() == (-1, 1, -1)
+    assert backend.get_rank() == 0 and backend.get_local_rank() == -1
