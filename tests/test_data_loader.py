@@ -145,3 +145,19 @@ def test_dataset_item_format(small_set):
     ds = LoadImagesAndLabels(str(small_set), img_size=64, batch_size=2, augment=True, hyp=hyp())
     im, labels, path, shapes = ds[0]
     assert im.shape == (3, 64, 64) and labels.shape[1] == 6 and shapes is None  # mosaic: no shapes
+
+
+def test_load_images_video(tmp_path):
+    f = tmp_path / "v.avi"
+    w = cv2.VideoWriter(str(f), cv2.VideoWriter_fourcc(*"MJPG"), 10, (80, 60))
+    if not w.isOpened():
+        pytest.skip("no video writer in this OpenCV build")
+    for i in range(5):
+        w.write(np.full((60, 80, 3), i * 40, np.uint8))
+    w.release()
+    frames = list(LoadImages(str(f), img_size=64, stride=32))
+    assert len(frames) == 5
+    path, im, im0, cap, s = frames[0]
+    assert cap is not None and im0.shape == (60, 80, 3) and im.shape == (3, 64, 64) and s.startswith("video 1/1 (1/5)")
+    frames = list(LoadImages(str(f), img_size=64, stride=32, vid_stride=2))
+    assert len(frames) == 2  # every 2nd frame
