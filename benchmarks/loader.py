@@ -75,8 +75,9 @@ def throughput(path, opt, hyp):
 
 
 def stages(path, opt, hyp):
-    """Per-stage cost, in this process with one OpenCV thread (what one worker does)."""
-    cv2.setNumThreads(1)
+    """Per-stage cost, in this process with OpenCV sequential (what one worker does: create_dataloader switches
+    OpenCV's pool off before the workers fork; thread CPU time would also miss the pool's threads)."""
+    cv2.setNumThreads(0)
     ds = LoadImagesAndLabels(path, opt.img, opt.batch_size, augment=True, hyp=hyp, cache_images=opt.cache,
                              fused=not opt.classic)
     ds.profile = StageTimer(clock=time.thread_time)
@@ -115,7 +116,7 @@ def main(opt):
           f"machine is shared, CPU figures much less)")
     if not opt.no_stages:
         per, total = stages(path, opt, hyp)
-        print("per-stage CPU cost, one process, 1 OpenCV thread (CPU ms/image, robust to other load):")
+        print("per-stage CPU cost, one process, OpenCV sequential like a worker (CPU ms/image, robust to other load):")
         order = ["read/decode", "mosaic", "perspective", "letterbox/perspective", "hsv", "flip/format", "collate"]
         for k in order + [k for k in per if k not in order]:
             if k in per:
