@@ -149,7 +149,11 @@ def test_val_cli_prints_all_line_and_augment_runs(small_set, yolov5n_pt, tmp_pat
 
 @pytest.mark.skipif(os.environ.get("YOLO_SLOW") != "1", reason="full coco128 parity run: set YOLO_SLOW=1")
 def test_coco128_parity_with_official(coco128_dir, yolov5n_pt, tmp_path):
-    """REFERENCE.md: official val.py --img 640 --batch 32 --conf 0.001 --iou 0.6 gives 0.634 0.480 0.544 0.350."""
+    """REFERENCE.md: official val.py --img 640 --batch 32 --conf 0.001 --iou 0.6 gives 0.634 0.480 0.544 0.350.
+    This is the issue's acceptance check, kept strict. Known sensitivities: P and R are read at the arg-max of a
+    flat smoothed-F1 curve and move by ~0.006 under +-1 grey-level input noise; and which images share a rect
+    batch (so their padding) depends on numpy's default argsort tie order (numpy 2.4 and 1.26 differ on coco128's
+    many 4:3 images), which moves mAP50 by up to 0.008."""
     yaml_file = tmp_path / "coco128.yaml"
     yaml_file.write_text(f"path: {coco128_dir}\ntrain: images/train2017\nval: images/train2017\n"
                          f"names: {json.dumps({i: str(i) for i in range(80)})}\n")
