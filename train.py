@@ -154,6 +154,8 @@ def select_training_device(opt, world_size, local_rank):
             raise TrainingError(f"--batch-size {opt.batch_size} must be a multiple of WORLD_SIZE {world_size}")
         if opt.evolve:
             raise TrainingError("--evolve is not compatible with DDP training")
+        if opt.image_weights:  # each rank trains on a fixed share; weighting the whole set would break that
+            raise TrainingError("--image-weights is not compatible with DDP training")
         if backend.is_cuda(device):  # rank i takes the i-th GPU of --device (2,3 -> cuda:2, cuda:3), else cuda:i
             ids = [int(s) for s in str(opt.device).replace("cuda:", "").split(",") if s.strip().isdigit()]
             lr = max(local_rank, 0)

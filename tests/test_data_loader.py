@@ -84,7 +84,15 @@ def test_sampler_ddp_disjoint_shares_and_epochs():
     # without set_epoch the order still changes every pass (single process training)
     s = YoloSampler(d, shuffle=True, seed=0, rank=0, world_size=1)
     assert list(s) != list(s)
-    # image weights: the sampler maps through dataset.indices, in the main process
+    # shares are fixed for the run (so --cache holds only them): the same set in every epoch
+    for e in (0, 1):
+        s = YoloSampler(d, shuffle=True, seed=5, rank=1, world_size=2)
+        s.set_epoch(e)
+        assert set(s) == set(shares[1])
+    # ordered (--rect) data: each rank takes whole batches, so a collated batch never mixes letterbox shapes
+    s = YoloSampler(d, shuffle=False, seed=0, rank=1, world_size=2, batch_size=2)
+    assert list(s) == [2, 3, 6, 7, 7]  # batches {2,3}, {6,7}, padded with its own last item
+        # image weights: the sampler maps through dataset.indices, in the main process
     d.indices = np.array([7] * 10)
     assert set(YoloSampler(d, shuffle=True, seed=0, rank=0, world_size=1)) == {7}
 
@@ -161,3 +169,13 @@ def test_load_images_video(tmp_path):
     assert cap is not None and im0.shape == (60, 80, 3) and im.shape == (3, 64, 64) and s.startswith("video 1/1 (1/5)")
     frames = list(LoadImages(str(f), img_size=64, stride=32, vid_stride=2))
     assert len(frames) == 2  # every 2nd frame
+
+
+def test_ddp_rank_caches_only_its_share(small_set):
+    shares = []
+    for rank in range(2):
+        ds = LoadImagesAndLabels(str(small_set), 96, 2, cache_images="ram", rank=rank, world_size=2, seed=3)
+        cached = [i for i, im in enumerate(ds.ims) if im is not None]
+        assert cached == sorted(int(i) for i in ds.indices)
+        shares.append(set(cached))
+    assert shares[0].isdisjoint(shares[1]) and len(shares[0] | shares[1]) == ds.n

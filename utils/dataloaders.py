@@ -282,7 +282,8 @@ class LoadImagesAndLabels(torch.utils.data.Dataset):
     cache_version = CACHE_VERSION
 
     def __init__(self, path, img_size=640, batch_size=16, augment=False, hyp=None, rect=False, image_weights=False,
-                 cache_images=False, single_cls=False, stride=32, pad=0.0, min_items=0, prefix="", fused=True):
+                 cache_images=False, single_cls=False, stride=32, pad=0.0, min_items=0, prefix="", fused=True,
+                 rank=0, world_size=1, seed=0, shuffle=True):
         self.img_size = img_size
         self.augment = augment
         self.hyp = hyp or {}
@@ -345,6 +346,10 @@ class LoadImagesAndLabels(torch.utils.data.Dataset):
             self.batch_shapes = np.ceil(np.array(shapes) * img_size / stride + pad).astype(int) * stride
         else:
             self.batch_shapes = None
+
+        # DDP: this rank's fixed share (the sampler computes the same one). Mosaic partners come from it and
+        # --cache holds only it.
+        self.indices = rank_share(n, world_size, rank, seed, None if shuffle else batch_size)
 
         # Image caches: ram keeps resized decoded images, disk keeps them as .npy at the training size
         self.ims = [None] * n
@@ -467,7 +472,7 @@ class LoadImagesAndLabels(torch.utils.data.Dataset):
 
     def check_cache_ram(self, safety_margin=0.1, prefix=""):
         """True when the resized images fit in available memory with a margin (exact sizes from the label cache)."""
-        b = sum(h * w * 3 for h, w in (self.resized_shape(i) for i in range(self.n)))
+        b = sum(h * w * 3 for h, w in (self.resized_shape(i) for i in self.indices))
         avail = _mem_available()
         if avail is None:
             return True
@@ -497,8 +502,8 @@ class LoadImagesAndLabels(torch.utils.data.Dataset):
             return self.ims[i].nbytes
 
         with ThreadPool(NUM_THREADS) as pool:
-            b = sum(pool.imap(work, range(self.n)))
-        LOGGER.info(f"{self.prefix}Cached {self.n} images ({b / 1e9:.2f}GB {kind})")
+            b = sum(pool.imap(work, [int(i) for i in self.indices]))
+        LOGGER.info(f"{self.prefix}Cached {len(self.indices)} images ({b / 1e9:.2f}GB {kind})")
 
     # ---- items ---------------------------------------------------------------------------------------------
     def __len__(self):
@@ -789,13 +794,27 @@ class LoadImagesAndLabels(torch.utils.data.Dataset):
 
 # ----------------------------------------------------------------------------------------------------------------
 # Sampler, seeding, loader
-class YoloSampler(torch.utils.data.Sampler):
-    """Shuffled (or ordered) dataset indices for one rank. With world_size > 1 every rank gets a disjoint share
-    (padded to equal length like DistributedSampler). The permutation depends on (seed, epoch) only, so all ranks
-    agree; set_epoch(e) sets the epoch, and without it the epoch advances on every pass. Indices go through
-    dataset.indices (image weights) here, in the main process, so persistent workers never use stale ones."""
+def rank_share(n, world_size, rank, seed=0, batch_size=None):
+    """The dataset positions rank `rank` trains on, fixed for the whole run (so --cache holds only them and mosaic
+    partners come from them, as ultralytics' SmartDistributedSampler does). Shares are disjoint and cover all n.
+    With batch_size (ordered data, e.g. --rect) each rank takes whole consecutive batches, round robin, so that
+    every batch it collates shares one letterbox shape; otherwise a seeded random split."""
+    if world_size <= 1:
+        return np.arange(n)
+    if batch_size:
+        group = np.arange(n) // batch_size
+        return np.flatnonzero(group % world_size == rank)
+    return np.flatnonzero(np.random.RandomState(seed).permutation(n) % world_size == rank)
 
-    def __init__(self, dataset, shuffle=True, seed=0, rank=None, world_size=None):
+
+class YoloSampler(torch.utils.data.Sampler):
+    """Dataset positions for one rank, reshuffled every epoch. One process: all positions, mapped through
+    dataset.indices (image weights) here, in the main process, so persistent workers never use stale ones.
+    DDP: the rank's fixed share (rank_share), shuffled within, padded to the same length on every rank. The
+    order depends on (seed, epoch) only; set_epoch(e) sets the epoch, and without it the epoch advances on
+    every pass."""
+
+    def __init__(self, dataset, shuffle=True, seed=0, rank=None, world_size=None, batch_size=None):
         self.dataset = dataset
         self.shuffle = shuffle
         self.seed = int(seed)
@@ -804,24 +823,24 @@ class YoloSampler(torch.utils.data.Sampler):
         self.epoch = 0
         self._epoch_set = False
         n = len(dataset)
+        self.share = rank_share(n, self.world_size, self.rank, self.seed, None if shuffle else batch_size)
         self.num_samples = math.ceil(n / self.world_size)
-        self.total_size = self.num_samples * self.world_size
 
     def set_epoch(self, epoch):
         self.epoch = int(epoch)
         self._epoch_set = True
 
     def __iter__(self):
-        n = len(self.dataset)
-        if self.shuffle:
-            order = np.random.default_rng((self.seed, self.epoch)).permutation(n)
+        if self.world_size > 1:
+            pool = self.share
         else:
-            order = np.arange(n)
-        if self.total_size > n:  # pad by repeating the start so ranks have equal length
-            order = np.concatenate((order, order[:self.total_size - n]))
-        order = order[self.rank:self.total_size:self.world_size]
-        indices = np.asarray(getattr(self.dataset, "indices", np.arange(n)))
-        out = [int(indices[j]) for j in order]
+            pool = np.asarray(getattr(self.dataset, "indices", np.arange(len(self.dataset))))
+        order = np.random.default_rng((self.seed, self.epoch)).permutation(len(pool)) if self.shuffle \
+            else np.arange(len(pool))
+        out = [int(pool[j]) for j in order]
+        if out and len(out) < self.num_samples:  # equal length on every rank: repeat the end (same batch shape)
+            out += [out[-1]] * (self.num_samples - len(out)) if not self.shuffle else \
+                (out * math.ceil(self.num_samples / len(out)))[:self.num_samples - len(out)]
         if not self._epoch_set:
             self.epoch += 1
         self._epoch_set = False
@@ -852,17 +871,18 @@ def create_dataloader(path, imgsz, batch_size, stride, single_cls=False, hyp=Non
     if rect and shuffle:
         LOGGER.warning(f"{prefix}{WARN} --rect is incompatible with DataLoader shuffle, setting shuffle=False")
         shuffle = False
+    world = get_world_size() if rank != -1 else 1
+    r = get_rank() if rank != -1 else 0
     dataset = LoadImagesAndLabels(path, imgsz, batch_size, augment=augment, hyp=hyp, rect=rect,
                                   image_weights=image_weights, cache_images=cache, single_cls=single_cls,
-                                  stride=int(stride), pad=pad, min_items=min_items, prefix=prefix, fused=fused)
+                                  stride=int(stride), pad=pad, min_items=min_items, prefix=prefix, fused=fused,
+                                  rank=r, world_size=world, seed=seed, shuffle=shuffle)
     if nc is not None:
         dataset.check_classes(nc)
     batch_size = min(batch_size, len(dataset))
-    world = get_world_size() if rank != -1 else 1
-    r = get_rank() if rank != -1 else 0
     ncpu = os.cpu_count() or 1
     nw = min([ncpu // max(world, 1), batch_size if batch_size > 1 else 0, workers])
-    sampler = YoloSampler(dataset, shuffle=shuffle, seed=seed, rank=r, world_size=world)
+    sampler = YoloSampler(dataset, shuffle=shuffle, seed=seed, rank=r, world_size=world, batch_size=batch_size)
     kwargs = {}
     if nw > 0:
         # TRAP: OpenCV's thread pool does not survive fork(). A worker forked while the parent's pool exists hangs
