@@ -511,7 +511,7 @@ class Trainer:
         """Validate (rank 0), log a results.csv row, save checkpoints. Returns the early-stop decision."""
         opt = self.opt
         final_epoch = (epoch + 1 == self.epochs) or self.stopper.possible_stop
-        self.ema.update_attr(self.model, include=["yaml", "nc", "hyp", "names", "stride", "class_weights"])
+        self.ema.update_attr(de_parallel(self.model), include=["yaml", "nc", "hyp", "names", "stride", "class_weights"])
         if not opt.noval or final_epoch:
             self.results, self.maps = self.validate(self.ema.ema)
         fi = _fitness(self.results)
