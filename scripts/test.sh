@@ -1,12 +1,47 @@
 #!/usr/bin/env bash
 # Runs the test suite once per backend, each in its own environment. Extra arguments go to pytest.
+#   scripts/test.sh                 both backends, side by side (one core each), logs printed when both end
+#   scripts/test.sh torch [-k x]    one backend, in the foreground
 set -uo pipefail
 cd "$(dirname "$0")/.."
 backends="${1:-torch oneflow}"
 [ $# -gt 0 ] && shift
+
+run_suite() {  # $1 = backend, rest = pytest args
+    local b=$1; shift
+    YOLO_BACKEND=$b ".venv-$b/bin/python" -m pytest tests -q -p no:cacheprovider "$@"
+}
+
+if [ "$(echo $backends | wc -w)" -eq 1 ]; then
+    echo "=== tests under YOLO_BACKEND=$backends ==="
+    run_suite "$backends" "$@"
+    exit $?
+fi
+
+# Both: the suites are mostly single-threaded Python and small tensors, so two processes with one math thread
+# each finish sooner than two suites in a row that each use both cores.
+logs=$(mktemp -d)
+pids=()
+for b in $backends; do
+    OMP_NUM_THREADS=1 run_suite "$b" "$@" > "$logs/$b.log" 2>&1 &
+    pids+=($!)
+done
 status=0
+i=0
+for b in $backends; do
+    wait "${pids[$i]}" || status=1
+    i=$((i + 1))
+done
+passed=0; failed=0; skipped=0
 for b in $backends; do
     echo "=== tests under YOLO_BACKEND=$b ==="
-    YOLO_BACKEND=$b ".venv-$b/bin/python" -m pytest tests -q -p no:cacheprovider "$@" || status=$?
+    cat "$logs/$b.log"
+    line=$(grep -E "^(=+ )?[0-9]+ (passed|failed)" "$logs/$b.log" | tail -n 1)
+    for kind in passed failed skipped; do
+        n=$(echo "$line" | grep -oE "[0-9]+ $kind" | grep -oE "[0-9]+" || true)
+        eval "$kind=\$(( $kind + ${n:-0} ))"
+    done
 done
+rm -rf "$logs"
+echo "total: $passed passed, $failed failed, $skipped skipped"
 exit $status
