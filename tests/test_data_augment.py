@@ -236,24 +236,3 @@ def test_mosaic9_rect_augment_and_copy_paste_paths(boxes_dataset, tmp_path):
         im, labels, _, shapes = ds[i]
         assert tuple(im.shape[1:]) == tuple(int(x) for x in ds.batch_shapes[ds.batch[i]]) and shapes is not None
         assert ((labels[:, 2:] >= 0) & (labels[:, 2:] <= 1)).all()
-
-
-def test_fused_path_is_cheaper_than_classic(coco128_dir):
-    """CPU time per mosaic (thread time: robust when other processes share the machine)."""
-    import time
-    cost = {}
-    for fused in (False, True):
-        ds = LoadImagesAndLabels(str(coco128_dir / "images" / "train2017"), img_size=640, batch_size=16,
-                                 augment=True, hyp=hyp(), fused=fused)
-        cv2.setNumThreads(0)  # sequential, as in loader workers (thread_time would miss pool threads)
-        try:
-            random.seed(0)
-            for i in range(8):  # warm-up: the first large allocations page-fault (malloc's mmap threshold grows)
-                ds[i]
-            t0 = time.thread_time()
-            for i in range(24):
-                ds[i]
-            cost[fused] = time.thread_time() - t0
-        finally:
-            cv2.setNumThreads(-1)
-    assert cost[True] < 0.8 * cost[False], cost
