@@ -24,6 +24,7 @@ if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
 from utils.backend import inference_mode, select_device, wait_for_work  # noqa: E402
+from utils.errors import exit_on_user_error  # noqa: E402
 from utils.general import (LOGGER, check_img_size, colorstr, increment_path, non_max_suppression,  # noqa: E402
                            xyxy2xywh)
 from utils.inference import preprocess, to_original  # noqa: E402
@@ -201,4 +202,5 @@ def main(opt):
 
 
 if __name__ == "__main__":
-    main(parse_opt())
+    with exit_on_user_error("detect"):
+        main(parse_opt())

@@ -21,7 +21,8 @@ if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
 from utils import backend  # noqa: E402
-from utils.general import LOGGER, colorstr, increment_path  # noqa: E402
+from utils.errors import exit_on_user_error  # noqa: E402
+from utils.general import LOGGER, increment_path  # noqa: E402
 from utils.trainer import TrainingError, dist_context, train  # noqa: E402
 
 
@@ -186,12 +187,6 @@ def run(**kwargs):
 
 
 if __name__ == "__main__":
-    try:
+    with exit_on_user_error("train", on_interrupt="interrupted: nothing partial was written; weights/last.pt holds "
+                                                   "the last finished epoch (continue with --resume)."):
         main(parse_opt())
-    except TrainingError as e:
-        LOGGER.error(f"{colorstr('red', 'bold', 'train: ')}{e}")
-        sys.exit(1)
-    except KeyboardInterrupt:
-        LOGGER.error("\nInterrupted: nothing partial was written; weights/last.pt holds the last finished epoch "
-                     "(continue with --resume).")
-        sys.exit(130)

@@ -23,6 +23,7 @@ if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # `python val.py` from anywhere finds models/ and utils/
 
 from utils.backend import inference_mode, select_device, to_numpy, torch, wait_for_work  # noqa: E402
+from utils.errors import exit_on_user_error  # noqa: E402
 from utils.general import (LOGGER, check_img_size, coco80_to_coco91_class, colorstr, increment_path,  # noqa: E402
                            non_max_suppression, scale_boxes, xywh2xyxy, xyxy2xywh)
 from utils.metrics import ConfusionMatrix, ap_per_class, match_predictions  # noqa: E402
@@ -336,4 +337,5 @@ def main(opt):
 
 
 if __name__ == "__main__":
-    main(parse_opt())
+    with exit_on_user_error("val"):
+        main(parse_opt())

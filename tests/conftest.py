@@ -1,6 +1,7 @@
 """Shared fixtures. The suite runs once per backend (YOLO_BACKEND=torch in .venv-torch, YOLO_BACKEND=oneflow in
 .venv-oneflow); cross-backend tests run a snippet under the other one through `other_python`."""
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("YOLO_QUIET", "1")
+# Without an NVIDIA GPU, Triton kernels (utils/ciou_triton.py) run in Triton's interpreter so that their maths is
+# still tested; it must be set before triton is first imported.
+if not (Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi")):
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 SHARED = Path(os.environ.get("YOLO_SHARED_DIR", ROOT.parent / "shared"))
 

@@ -47,6 +47,26 @@ def test_check_dataset_paths_names_and_lists(tmp_path, coco128_dir):
         check_dataset({"path": str(coco128_dir), "train": "a", "val": "images/train2017", "names": ["a"], "nc": 4})
     with pytest.raises(DatasetError, match="'val:' key missing"):
         check_dataset({"train": "a", "names": ["a"]})
+    with pytest.raises(DatasetError, match="It has 'trian:': a misspelling of 'train:'"):
+        check_dataset({"trian": "a", "val": "b", "names": ["a"]})
+
+
+def test_entry_scripts_report_bad_input_in_one_line(tmp_path):
+    """A bad --data or --weights ends the command with exit 1 and a message naming the file, not a traceback."""
+    import os
+    import subprocess
+    import sys
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("path: /nonexistent\ntrian: images\nval: images\nnames: [a]\n")
+    env = {**os.environ, "YOLO_QUIET": "1", "PYTHONPATH": str(ROOT)}
+    for cmd, expect in (
+            (["val.py", "--data", str(bad), "--weights", str(tmp_path / "none.pt")], "none.pt"),
+            (["val.py", "--data", str(bad), "--weights", str(bad)], "neither a checkpoint"),  # a foreign file
+            (["train.py", "--data", str(bad), "--cfg", "yolov5n.yaml", "--weights", "", "--project", str(tmp_path)],
+             "'trian:': a misspelling")):
+        p = subprocess.run([sys.executable, *cmd], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 1, p.stderr[-2000:]
+        assert expect in p.stderr and "Traceback" not in p.stderr, p.stderr[-2000:]
 
 
 def test_missing_data_names_the_folder_and_download_runs_only_when_missing(tmp_path):

@@ -1,7 +1,8 @@
 """The hand-written Triton CIoU (PyTorch + CUDA fused path) equals the plain maths, values and gradients.
 
-Runs on a CUDA GPU with Triton, or on the CPU through Triton's interpreter (TRITON_INTERPRET=1 set before the
-first import of triton, e.g. `TRITON_INTERPRET=1 pytest tests/test_iou_triton.py`); skips otherwise."""
+Runs on a CUDA GPU with Triton, or on the CPU through Triton's interpreter (TRITON_INTERPRET=1, which conftest.py
+sets on a machine without an NVIDIA GPU; requirements.txt installs triton in the PyTorch environment); skips
+otherwise."""
 import importlib.util
 import os
 

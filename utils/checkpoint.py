@@ -36,6 +36,8 @@ from datetime import datetime
 
 import numpy as np
 
+from utils.errors import UserError
+
 __all__ = ["CheckpointError", "ModelRecord", "save_checkpoint", "load_checkpoint", "read_official_pt", "load_any",
            "is_own_checkpoint", "is_official_pt", "model_record", "build_model", "optimizer_state_for_backend"]
 
@@ -47,7 +49,7 @@ _HEAD = struct.Struct("<8sIQ")
 _TRAIL = struct.Struct("<9sQI")
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(UserError, RuntimeError):
     """A checkpoint file that cannot be read: truncated, corrupt, foreign, or holding a forbidden class."""
 
 

@@ -1,6 +1,7 @@
 """Dataset YAML handling, as ultralytics reads it: ``path``, ``train``/``val``/``test`` (folder, .txt list, or a list
 of either), ``names`` (dict or list, ``nc`` optional), optional ``download`` (zip URL, ``bash ...`` command or Python
 code) that runs only when the data is missing."""
+import difflib
 import os
 import subprocess
 import sys
@@ -9,11 +10,15 @@ from pathlib import Path
 
 import yaml
 
+from utils.errors import UserError
 from utils.general import LOGGER, ROOT, colorstr
 
 
-class DatasetError(FileNotFoundError):
+class DatasetError(UserError, FileNotFoundError):
     """The dataset is missing or malformed; the message says what to do."""
+
+
+KNOWN_KEYS = {"path", "train", "val", "test", "names", "nc", "download"}
 
 
 def find_yaml(file):
@@ -76,7 +81,9 @@ def check_dataset(data, autodownload=True):
     where = file or "dataset dict"
     for k in ("train", "val"):
         if k not in data:
-            raise DatasetError(f"{where}: '{k}:' key missing. Every data YAML needs 'train', 'val' and 'names'.")
+            close = difflib.get_close_matches(k, [str(x) for x in data if x not in KNOWN_KEYS], n=1, cutoff=0.6)
+            hint = f" It has '{close[0]}:': a misspelling of '{k}:'?" if close else ""
+            raise DatasetError(f"{where}: '{k}:' key missing. Every data YAML needs 'train', 'val' and 'names'.{hint}")
     data["names"] = _normalize_names(data, where)
     data["nc"] = len(data["names"])
 

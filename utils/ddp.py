@@ -18,11 +18,12 @@ import os
 from pathlib import Path
 
 from utils import backend, ddp_watchdog
+from utils.errors import UserError
 
 DEFAULT_TIMEOUT_S = 10800  # 3 h, as ultralytics: the other ranks wait at a collective while rank 0 validates COCO
 
 
-class DDPError(RuntimeError):
+class DDPError(UserError, RuntimeError):
     """A refused DDP configuration; the message says what to do."""
 
 

@@ -14,24 +14,25 @@ import math
 import os
 import random
 import time
-from copy import deepcopy
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 import yaml
 
-from utils import backend
+from utils import backend, dist
 from utils.backend import F, torch
+from utils.errors import UserError
 from utils.general import LOGGER, colorstr, check_img_size
 from utils.loggers import Loggers
+from utils.metrics import fitness
 from utils.torch_utils import (EarlyStopping, ModelEMA, de_parallel, intersect_dicts, set_seed, smart_optimizer,
                                torch_distributed_zero_first)
 
 NBS = 64  # nominal batch size: gradients are accumulated up to it, weight decay is scaled to it
 
 
-class TrainingError(RuntimeError):
+class TrainingError(UserError, RuntimeError):
     """A failure whose message is meant for the user (train.py prints it and exits 1, no traceback)."""
 
 
@@ -49,14 +50,10 @@ def dist_context():
     """(rank, world_size, local_rank); (-1, 1, -1) in a single process, the ultralytics convention. TRAP: importing
     OneFlow 0.9.0 sets RANK=-1 and LOCAL_RANK=0 in the environment even without a launcher, so the environment
     alone would make a single process look like local rank 0 of a job with a negative global rank."""
-    try:
-        from utils import dist
-        rank, world_size, local_rank = dist.rank(), dist.world_size(), dist.local_rank()
-    except (ImportError, AttributeError):  # utils/dist.py not there: the backend's own helpers
-        rank, world_size, local_rank = backend.get_rank(), backend.get_world_size(), backend.get_local_rank()
+    world_size = dist.world_size()
     if world_size <= 1:
         return -1, 1, -1
-    return rank, world_size, local_rank
+    return dist.rank(), world_size, dist.local_rank()
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -118,13 +115,8 @@ def _as_tuple(x):
 
 
 def _fitness(results):
-    try:
-        from utils.metrics import fitness
-    except ImportError:
-        fitness = None
-    if fitness is None:
-        return float((np.asarray(results)[:4] * np.array([0.0, 0.0, 0.1, 0.9])).sum())
-    return float(np.asarray(fitness(np.array(results).reshape(1, -1))).reshape(-1)[0])
+    """0.1 mAP50 + 0.9 mAP50-95 of one results tuple (P, R, mAP50, mAP50-95, ...)."""
+    return float(fitness(np.asarray(results, dtype=np.float64)))
 
 
 def _float_state_dict(model):
@@ -543,10 +535,7 @@ class Trainer:
             lr = [float(g["lr"]) for g in self.optimizer.param_groups]
             self.set_epoch_lr(epoch + 1)
             stop = self.end_epoch(epoch, mloss, lr) if self.main else False
-            if self.world_size > 1:  # every rank follows rank 0's early-stop decision
-                flag = backend.broadcast_(torch.tensor([int(stop)], device=self.device), 0)
-                stop = bool(int(flag.item()))
-            if stop:
+            if dist.broadcast_flag(stop, self.device):  # every rank follows rank 0's early-stop decision
                 break
         if self.main:
             LOGGER.info(f"\n{epoch - self.start_epoch + 1} epochs completed in {(time.time() - t0) / 3600:.3f} hours.")
