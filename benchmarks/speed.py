@@ -14,6 +14,8 @@ Sections
   upsample  nn.Upsample(2, nearest) forward+backward vs its memory-bandwidth floor (bytes moved / copy bandwidth)
   step      a training step broken into data, forward, loss, backward, optimizer, EMA (synchronised between phases)
             and the end-to-end step time without those inner syncs; flags off vs on
+  variants  end-to-end step time of the candidates beyond the seed against the plain step: flags, channels_last,
+            AMP fp16 / bf16 (CUDA); train.py adopts a candidate only where this shows a gain
 """
 import argparse
 import json
@@ -203,13 +205,19 @@ def _synthetic_batch(bs, img, dev, seed, per_image=8, nc=80):
     return imgs, torch.tensor(t.astype(np.float32)).to(dev)
 
 
-def make_train_step(cfg, bs, img, dev, amp, flags):
-    """Build model, loss, optimizer, EMA and scaler as train.py does; return step(i, phases=None) and its meta."""
+def make_train_step(cfg, bs, img, dev, amp, flags, channels_last=False, amp_dtype=None):
+    """Build model, loss, optimizer, EMA and scaler as train.py does; return step(i, phases=None) and its meta.
+    channels_last and amp_dtype (e.g. bfloat16, which needs no loss scaling) are the candidates of the 'variants'
+    section; train.py uses neither."""
     from utils.iou import fused_backend_name
     from utils.loss import ComputeLoss
     from utils.multi_tensor import optimizer_impl
     from utils.torch_utils import ModelEMA, smart_optimizer
     model = _build_model(cfg, dev)
+    if channels_last:  # convolutions only: Detect's 5-D grid buffers have no channels_last layout
+        for m in model.modules():
+            if isinstance(m, nn.Conv2d):
+                m.to(memory_format=torch.channels_last)
     model.train()
     det = model.model[-1]
     model.hyp = _hyp(det.nl, det.nc, img)
@@ -219,8 +227,10 @@ def make_train_step(cfg, bs, img, dev, amp, flags):
     optimizer = smart_optimizer(model, "SGD", lr=0.01, momentum=0.937,
                                 decay=model.hyp["weight_decay"] * bs * accumulate / 64, fused=flags)
     ema = ModelEMA(model, fused=flags)
-    scaler = backend.grad_scaler(dev, enabled=amp)
+    scaler = backend.grad_scaler(dev, enabled=amp and amp_dtype is None)  # bf16 keeps fp32's range: no scaling
     pool = [_synthetic_batch(bs, img, dev, s) for s in range(3)]
+    if channels_last:
+        pool = [(x.contiguous(memory_format=torch.channels_last), t) for x, t in pool]
 
     def step(i, phases=None):
         # the optimizer and EMA run every step here (train.py runs them every `accumulate` steps; see amortised)
@@ -234,7 +244,7 @@ def make_train_step(cfg, bs, img, dev, amp, flags):
         imgs_u8, targets = pool[i % len(pool)]  # generated on the device: data wait is the uint8 -> float only
         imgs = imgs_u8.float() / 255
         mark()
-        with backend.autocast(dev, enabled=amp):
+        with backend.autocast(dev, enabled=amp, dtype=amp_dtype):
             pred = model(imgs)
             mark()
             loss, _ = compute_loss(pred, targets)
@@ -254,6 +264,8 @@ def make_train_step(cfg, bs, img, dev, amp, flags):
                 phases.setdefault(k, []).append((t1 - t0) * 1e3)
 
     meta = {"model": cfg, "batch": bs, "img": img, "amp": amp, "flags": flags,
+            "layout": "channels_last" if channels_last else "nchw",
+            "dtype": (str(amp_dtype or torch.float16).replace("torch.", "").replace("oneflow.", "") if amp else "fp32"),
             "iou_impl": fused_backend_name(dev) if flags else "plain", "optim_impl": optimizer_impl(optimizer),
             "accumulate": accumulate}
     return step, meta
@@ -287,6 +299,37 @@ def bench_step_pair(cfg, bs, img, dev, amp, iters, warmup, rounds=3):
     return rows
 
 
+def bench_step_variants(cfg, bs, img, dev, iters, warmup, rounds=3):
+    """End-to-end step time of the candidates beyond the seed, against the plain step (flags off, fp32, NCHW):
+    flags on, + channels_last, + AMP fp16 or bf16 (CUDA only). A candidate is worth adopting only where this shows
+    a gain on the GPU it will run on (and the loss curve is unchanged)."""
+    layouts = [False, True] if hasattr(torch, "channels_last") else [False]  # OneFlow 0.9.0 has no memory formats
+    specs = {"plain": dict(amp=False, flags=False), "flags": dict(amp=False, flags=True)}
+    if len(layouts) > 1:
+        specs["flags+channels_last"] = dict(amp=False, flags=True, channels_last=True)
+    if backend.has_amp(dev):
+        specs["flags+amp_fp16"] = dict(amp=True, flags=True)
+        if len(layouts) > 1:
+            specs["flags+amp_fp16+channels_last"] = dict(amp=True, flags=True, channels_last=True)
+        if getattr(torch.cuda, "is_bf16_supported", lambda: False)():
+            specs["flags+amp_bf16"] = dict(amp=True, flags=True, amp_dtype=torch.bfloat16)
+    steps = {}
+    for name, kw in specs.items():
+        step, _ = make_train_step(cfg, bs, img, dev, **kw)
+        for i in range(warmup):
+            step(i)
+        steps[name] = step
+    counter = {"i": 0}
+
+    def runner(step):
+        def run():
+            step(counter["i"])
+            counter["i"] += 1
+        return run
+    ms = time_interleaved({k: runner(v) for k, v in steps.items()}, dev, iters=iters, warmup=0, rounds=rounds)
+    return [{"variant": k, "batch": bs, "img": img, "step_ms": v, "x_vs_plain": ms["plain"] / v} for k, v in ms.items()]
+
+
 # ----------------------------------------------------------------------------------------------------------------
 def _fmt(v):
     return f"{v:9.3f}" if isinstance(v, float) else f"{v!s:>9}"
@@ -311,8 +354,8 @@ def parse_opt(argv=None):
     p.add_argument("--img", type=int, default=None, help="training-step image size (default 640)")
     p.add_argument("--boxes", type=float, nargs="+", default=None, help="CIoU box counts (default 1e3..1e6)")
     p.add_argument("--iters", type=int, default=None, help="timed iterations per measurement")
-    p.add_argument("--sections", nargs="+", default=["ciou", "ema", "upsample", "step"],
-                   choices=["ciou", "ema", "upsample", "step"])
+    p.add_argument("--sections", nargs="+", default=["ciou", "ema", "upsample", "step", "variants"],
+                   choices=["ciou", "ema", "upsample", "step", "variants"])
     p.add_argument("--threads", type=int, default=0, help="CPU intra-op threads (0: framework default); 1 is "
                    "steadier on a shared machine, where spinning OpenMP threads can make small ops ~50x slower")
     p.add_argument("--json", default=None, help="output file (default runs/benchmarks/speed_<backend>_<device>.json)")
@@ -374,6 +417,13 @@ def main(opt):
                              "amortised_speedup": off["amortised_step_ms"] / on["amortised_step_ms"]})
         result["train_step_speedup_flags"] = speedups
         print_table("flags on vs off (x faster)", speedups)
+
+    if "variants" in opt.sections:
+        result["train_step_variants"] = []
+        for bs in batches[:1]:  # the seed's headline batch (16 on a GPU)
+            result["train_step_variants"] += bench_step_variants(cfg, bs, img, dev, iters=iters,
+                                                                 warmup=3 if small else 10)
+        print_table(f"training step variants beyond the seed, {cfg} (ms, end to end)", result["train_step_variants"])
 
     out = Path(opt.json) if opt.json else ROOT / "runs" / "benchmarks" / f"speed_{backend.BACKEND}_{dev.type}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
