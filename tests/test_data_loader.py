@@ -1,5 +1,7 @@
 """The loader: batch format, rect batches, DDP sampler shares, deterministic workers, quad, image weights,
 LoadImages."""
+from pathlib import Path
+
 import cv2
 import numpy as np
 import pytest
@@ -45,6 +47,15 @@ def test_val_loader_batches_on_coco128(coco128_dir):
         n_img += imgs.shape[0]
         n_box += t.shape[0]
     assert n_img == 128 and n_box == 929  # every image, every box (REFERENCE.md)
+    # rect order: by aspect ratio, equal ratios in file order (39 of coco128's images are 4:3). numpy's default
+    # sort orders those ties differently in numpy 1 (OneFlow's) and 2, which put different images in each padded
+    # batch and gave the two backends different mAP
+    ar = ds.shapes[:, 1] / ds.shapes[:, 0]
+    assert (np.diff(ar) >= 0).all()
+    names = np.array([Path(f).name for f in ds.im_files])
+    for v in np.unique(ar):
+        tied = names[ar == v]
+        assert list(tied) == sorted(tied), f"images of aspect ratio {v:.3f} are not in file order"
 
 
 def test_rgb_order_and_letterbox_values(small_set):
