@@ -190,3 +190,19 @@ def test_task_speed_runs(small_set, yolov5n_pt, tmp_path, monkeypatch):
     assert opt.conf_thres == 0.001 and opt.iou_thres == 0.6 and opt.max_det == 300  # ultralytics defaults
     val.main(opt)
     assert opt.conf_thres == 0.25 and opt.iou_thres == 0.45  # speed runs use detection thresholds
+
+
+def test_rect_order_diagnostic_reproduces_val(small_set, yolov5n_pt, val_result):
+    """benchmarks/rect_order.py rebuilds the figures per (image, letterbox shape); for the stable order it must give
+    what val.run printed for the same images, size and batch, or its spread over tie orders would mean nothing."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import rect_order
+    yaml_file, _ = small_set
+    report = rect_order.run(yaml_file.parent / "images", yolov5n_pt, batch_size=4, img_size=IMGSZ, orders=3)
+    (mp, mr, map50, map_, *_), _, _ = val_result[0]
+    got = report["named"]["stable (this project)"]
+    np.testing.assert_allclose([got[k] for k in rect_order.FIGURES], [mp, mr, map50, map_], atol=1e-4)
+    assert report["images"] == N_IMAGES and report["image_shape_pairs"] >= N_IMAGES
+    for k in rect_order.FIGURES:
+        spread = report["random"][k]
+        assert spread["min"] <= spread["median"] <= spread["max"]
