@@ -210,16 +210,9 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
 
             if single_cls:
                 pred[:, 5] = 0
-            predn = pred.copy()
-            scale_boxes(im[si].shape[1:], predn[:, :4], shape, shapes[si][1])  # to original image pixels
-
-            if nl:
-                tbox = xywh2xyxy(labels[:, 1:5])
-                scale_boxes(im[si].shape[1:], tbox, shape, shapes[si][1])
-                labelsn = np.concatenate((labels[:, 0:1], tbox), 1)
-                correct = match_predictions(predn, labelsn, iouv)
-                if plots:
-                    confusion_matrix.process_batch(predn, labelsn)
+            correct, predn, labelsn = match_image(pred, labels, im[si].shape[1:], shape, shapes[si][1], iouv)
+            if nl and plots:
+                confusion_matrix.process_batch(predn, labelsn)
             stats.append((correct, pred[:, 4], pred[:, 5], labels[:, 0]))
 
             if save_txt:
@@ -271,6 +264,18 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
         maps[c] = ap[i]
     n_batches = max(len(dataloader), 1) if hasattr(dataloader, "__len__") else 1
     return (mp, mr, map50, map, *(to_numpy(loss) / n_batches).tolist()), maps, t
+
+
+def match_image(pred, labels, im_hw, shape0, ratio_pad, iouv):
+    """One image's true positives: pred (n,6) [xyxy, conf, cls] and labels (m,5) [cls, xywh] in pixels of the
+    letterboxed input of size im_hw are mapped back to the original image (shape0, ratio_pad from the loader) and
+    matched at each IoU threshold. Returns correct (n,T) bool, predn (n,6) and labelsn (m,5) [cls, xyxy]."""
+    predn = pred.copy()
+    scale_boxes(im_hw, predn[:, :4], shape0, ratio_pad)
+    tbox = xywh2xyxy(labels[:, 1:5])
+    scale_boxes(im_hw, tbox, shape0, ratio_pad)
+    labelsn = np.concatenate((labels[:, 0:1], tbox), 1)
+    return match_predictions(predn, labelsn, iouv), predn, labelsn
 
 
 def _pixel_gain(targets, width, height):

@@ -23,8 +23,9 @@ import numpy as np  # noqa: E402
 
 from utils.backend import from_numpy, no_grad, to_numpy  # noqa: E402
 from utils.dataloaders import LoadImagesAndLabels  # noqa: E402
-from utils.general import non_max_suppression, scale_boxes, xywh2xyxy  # noqa: E402
-from utils.metrics import ap_per_class, match_predictions  # noqa: E402
+from utils.general import non_max_suppression  # noqa: E402
+from utils.metrics import ap_per_class  # noqa: E402
+from val import match_image  # noqa: E402
 
 SHARED = ROOT.parent / "shared"
 FIGURES = ("P", "R", "mAP50", "mAP50-95")
@@ -56,15 +57,7 @@ def image_stats(model, dataset, index, shape, conf_thres, iou_thres, max_det):
     labels = np.asarray(to_numpy(targets) if not isinstance(targets, np.ndarray) else targets, np.float32)[:, 1:]
     h, w = im.shape[2:]
     labels[:, 1:] *= np.array((w, h, w, h), np.float32)
-    predn = pred.copy()
-    scale_boxes((h, w), predn[:, :4], shapes[0], shapes[1])
-    tbox = xywh2xyxy(labels[:, 1:5])
-    scale_boxes((h, w), tbox, shapes[0], shapes[1])
-    iouv = np.linspace(0.5, 0.95, 10)
-    if len(labels) and len(pred):
-        correct = match_predictions(predn, np.concatenate((labels[:, :1], tbox), 1), iouv)
-    else:
-        correct = np.zeros((len(pred), len(iouv)), dtype=bool)
+    correct = match_image(pred, labels, (h, w), shapes[0], shapes[1], np.linspace(0.5, 0.95, 10))[0]
     return correct, pred[:, 4], pred[:, 5], labels[:, 0]
 
 
