@@ -22,7 +22,7 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 from utils.backend import from_numpy, no_grad, to_numpy  # noqa: E402
-from utils.dataloaders import LoadImagesAndLabels  # noqa: E402
+from utils.dataloaders import LoadImagesAndLabels, rect_batch_shapes  # noqa: E402
 from utils.general import non_max_suppression  # noqa: E402
 from utils.metrics import ap_per_class  # noqa: E402
 from val import match_image  # noqa: E402
@@ -33,15 +33,9 @@ FIGURES = ("P", "R", "mAP50", "mAP50-95")
 
 def batch_shapes_per_image(ar, order, batch_size, img_size, stride, pad):
     """(n, 2) letterbox shape (h, w) of every image when the images are taken in `order` (as val.py's rect does)."""
-    n = len(ar)
-    bi = np.arange(n) // batch_size
-    ar_sorted = ar[order]
-    out = np.zeros((n, 2), dtype=int)
-    for b in range(bi[-1] + 1 if n else 0):
-        a = ar_sorted[bi == b]
-        mini, maxi = a.min(), a.max()
-        shape = [maxi, 1] if maxi < 1 else ([1, 1 / mini] if mini > 1 else [1, 1])
-        out[order[bi == b]] = np.ceil(np.array(shape) * img_size / stride + pad).astype(int) * stride
+    per_batch = rect_batch_shapes(ar[order], batch_size, img_size, stride, pad)
+    out = np.zeros((len(ar), 2), dtype=int)
+    out[order] = per_batch[np.arange(len(ar)) // batch_size]
     return out
 
 

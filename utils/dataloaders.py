@@ -275,6 +275,18 @@ class StageTimer:
 
 # ----------------------------------------------------------------------------------------------------------------
 # Dataset
+def rect_batch_shapes(ar_sorted, batch_size, img_size, stride, pad):
+    """Letterbox shape (h, w) of each --rect batch: images sorted by aspect ratio h/w go batch_size at a time, and
+    each batch is shaped to fit its most extreme ratio, then rounded up to the stride with `pad` strides spare."""
+    bi = np.arange(len(ar_sorted)) // batch_size
+    shapes = []
+    for b in range(bi[-1] + 1 if len(ar_sorted) else 0):
+        ari = ar_sorted[bi == b]
+        mini, maxi = ari.min(), ari.max()
+        shapes.append([maxi, 1] if maxi < 1 else ([1, 1 / mini] if mini > 1 else [1, 1]))
+    return np.ceil(np.array(shapes, dtype=float).reshape(-1, 2) * img_size / stride + pad).astype(int) * stride
+
+
 class LoadImagesAndLabels(torch.utils.data.Dataset):
     """YOLO detection dataset. Items are (im CHW RGB uint8 numpy, labels (n, 6) float32 numpy [0, cls, xywhn],
     path, shapes) and collate_fn turns a list of them into framework tensors."""
@@ -319,8 +331,7 @@ class LoadImagesAndLabels(torch.utils.data.Dataset):
             self._reorder(np.array(keep, dtype=int))
 
         n = len(self.shapes)
-        bi = np.floor(np.arange(n) / batch_size).astype(int)
-        self.batch = bi
+        self.batch = np.arange(n) // batch_size  # batch index of each image (rect shapes are per batch)
         self.n = n
         self.indices = np.arange(n)
 
@@ -336,17 +347,7 @@ class LoadImagesAndLabels(torch.utils.data.Dataset):
             # numpy's default quicksort orders such ties differently between versions and CPUs
             irect = ar.argsort(kind="stable")
             self._reorder(irect)
-            ar = ar[irect]
-            nb = bi[-1] + 1 if n else 0
-            shapes = [[1, 1]] * nb
-            for i in range(nb):
-                ari = ar[bi == i]
-                mini, maxi = ari.min(), ari.max()
-                if maxi < 1:
-                    shapes[i] = [maxi, 1]
-                elif mini > 1:
-                    shapes[i] = [1, 1 / mini]
-            self.batch_shapes = np.ceil(np.array(shapes) * img_size / stride + pad).astype(int) * stride
+            self.batch_shapes = rect_batch_shapes(ar[irect], batch_size, img_size, stride, pad)
         else:
             self.batch_shapes = None
 
