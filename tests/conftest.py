@@ -73,3 +73,7 @@ def other_python():
     if not python.exists():
         pytest.skip(f"no {other} environment at {python} ('make setup' builds it)")
     return OtherBackend(other, python)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: runs whole entry scripts in subprocesses (deselect with -m 'not slow')")
