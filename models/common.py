@@ -134,3 +134,6 @@ class Concat(nn.Module):
 
     def forward(self, x):
         return torch.cat(x, self.d)
+
+
+from models.multibackend import DetectMultiBackend  # noqa: E402, F401  (the official import path)
