@@ -55,6 +55,22 @@ def read_sources(source):
     return [s]
 
 
+def _open_quietly(s):
+    """cv2.VideoCapture without OpenCV's own warnings (V4L2 and FFmpeg each log a line when a camera index is not
+    there): when it fails, the StreamError that follows says so in one line that names the source."""
+    log = getattr(getattr(cv2, "utils", None), "logging", None)  # OpenCV 5; 4.x has cv2.get/setLogLevel
+    get_level, set_level = (log.getLogLevel, log.setLogLevel) if log else \
+        (getattr(cv2, "getLogLevel", None), getattr(cv2, "setLogLevel", None))
+    level = get_level() if get_level and set_level else None
+    if level is not None:
+        set_level(0)  # LOG_LEVEL_SILENT: some builds log a missing camera as an error too
+    try:
+        return cv2.VideoCapture(int(s) if s.isnumeric() else s)
+    finally:
+        if level is not None:
+            set_level(level)
+
+
 def _describe(s):
     return f"camera {s}" if s.isnumeric() else s
 
@@ -111,7 +127,7 @@ class LoadStreams:
         os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
         try:
             for i, s in enumerate(srcs):
-                cap = cv2.VideoCapture(int(s) if s.isnumeric() else s)
+                cap = _open_quietly(s)
                 if not cap.isOpened():
                     cap.release()
                     raise StreamError(f"--source {s}: nothing to read ({_describe(s)} could not be opened by "

@@ -2,7 +2,6 @@
 writes and runs. No framework import: the multi-backend loader asks it which format a weights path is."""
 from pathlib import Path
 
-from utils.errors import UserError
 
 # (format, --include argument, suffix of the file or folder written beside the weights, CPU, GPU), official order
 FORMATS = (
@@ -25,10 +24,6 @@ RUN_HERE = ("pt", "jit", "onnx", "xml")  # DetectMultiBackend runs these
 FLAGS = ("pt", "jit", "onnx", "xml", "engine", "coreml", "saved_model", "pb", "tflite", "edgetpu", "tfjs", "paddle")
 
 
-class UnknownModelFormatError(UserError):
-    pass
-
-
 def export_formats():
     """The table as a pandas DataFrame with the official columns (Format, Argument, Suffix, CPU, GPU)."""
     import pandas as pd
@@ -42,7 +37,8 @@ def format_name(argument):
 def model_type(path):
     """Which format a weights path is, by its name: a dict of FLAGS (and 'triton') to bool, one of them True.
     The official rule is a substring match on the file name (so '_edgetpu.tflite' is not also 'tflite'); a bare
-    OpenVINO .xml file counts as OpenVINO too. Anything else raises UnknownModelFormatError."""
+    OpenVINO .xml file counts as OpenVINO too. A name that matches no format is read as a checkpoint (pt): the
+    checkpoint reader looks at the content and names the file when it is not one."""
     p = str(path)
     name = Path(p).name
     types = [suffix in name for _, _, suffix, _, _ in FORMATS]
@@ -53,7 +49,5 @@ def model_type(path):
     url = urlparse(p)
     flags["triton"] = not any(types) and url.scheme in ("http", "https", "grpc") and bool(url.netloc)
     if not any(flags.values()):
-        suffixes = ", ".join(f[2] for f in FORMATS)
-        raise UnknownModelFormatError(f"{p}: not a model file this project knows (weights end in one of {suffixes}); "
-                                      "pass a .pt, .torchscript, .onnx or *_openvino_model path.")
+        flags["pt"] = True
     return flags
