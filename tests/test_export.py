@@ -246,7 +246,10 @@ def test_oneflow_export_points_to_pytorch(weights_copy):
 @pytest.mark.slow
 def test_oneflow_export_cli_one_line(weights_copy, tmp_path):
     p = _cli(["--weights", str(weights_copy), "--img", str(IMGSZ), "--include", "onnx"], tmp_path, backend="oneflow")
-    lines = [ln for ln in p.stderr.splitlines() if ln.strip() and not ln.startswith("YOLOv5 backend:")]
+    import re
+    # OneFlow's own import-time notices (libibverbs, glog lines such as W20261123 ... CUDA driver) are not ours
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip() and not ln.startswith(("YOLOv5 backend:", "libibverbs"))
+             and not re.match(r"^[IWE]\d{8} ", ln)]
     assert p.returncode == 1 and len(lines) == 1 and "YOLO_BACKEND=torch" in lines[0], p.stderr[-3000:]
     assert "Traceback" not in p.stderr and not weights_copy.with_suffix(".onnx").exists()
 
