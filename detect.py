@@ -77,7 +77,8 @@ def run(weights=ROOT / "yolov5s.pt", source=ROOT / "data/images", data=None, img
     from utils.streams import LoadStreams, is_stream_source
     source = str(source)
     if save_format not in (0, 1):
-        raise UserError(f"--save-format {save_format}: use 0 (YOLO: class x y w h) or 1 (Pascal-VOC: class x1 y1 x2 y2)")
+        raise UserError(f"--save-format {save_format}: use 0 (YOLO: class x y w h) or 1 (Pascal-VOC: class x1 y1 x2 "
+                        "y2)")
     webcam = is_stream_source(source, IMG_FORMATS + VID_FORMATS)
     save_img = not nosave and not source.endswith(".txt")  # ultralytics: .txt sources save labels only
 

@@ -59,7 +59,8 @@ def _attempt(prefix, target, fn):
         return f
     except Exception as e:
         _remove(target)
-        LOGGER.info(f"{prefix} export failure ❌ {time.time() - t:.1f}s: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}")
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        LOGGER.info(f"{prefix} export failure ❌ {time.time() - t:.1f}s: {reason}")
         return None
 
 
@@ -182,7 +183,7 @@ def main(opt):
                                     f"install); formats exported here: {', '.join(WRITTEN_HERE)}"
                                     + (f"; also failed: {', '.join(dict.fromkeys(failed))}" if failed else ""))
     if failed:
-        raise ExportIncompleteError(f"not written: {', '.join(dict.fromkeys(failed))} (the reason is on its line above)")
+        raise ExportIncompleteError(f"not written: {', '.join(dict.fromkeys(failed))} (each reason is above)")
 
 
 if __name__ == "__main__":
