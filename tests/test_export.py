@@ -144,6 +144,21 @@ def test_dynamic_onnx_takes_two_batch_sizes(weights_copy, coco128_dir, tmp_path)
 
 
 @torch_only
+def test_simplified_onnx_matches_pytorch(weights_copy, coco128_dir, tmp_path, capfd):
+    import onnxruntime
+
+    import export
+    w = tmp_path / "slim.pt"
+    shutil.copy(weights_copy, w)
+    (f,) = export.run(weights=str(w), imgsz=[IMGSZ], include=("onnx",), simplify=True, opset=17)
+    out = capfd.readouterr()
+    assert "slimming with onnxslim" in out.out + out.err and "simplifier failure" not in out.out + out.err
+    x = _image(coco128_dir, IMGSZ)
+    (y,) = onnxruntime.InferenceSession(f, providers=["CPUExecutionProvider"]).run(None, {"images": x})
+    assert_outputs_close(y, _pytorch_output(weights_copy, x))
+
+
+@torch_only
 def test_multibackend_flags_and_outputs_per_format(exported, weights_copy, coco128_dir):
     from models.common import DetectMultiBackend
     from utils.backend import from_numpy, to_numpy
