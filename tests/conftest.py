@@ -75,6 +75,6 @@ def other_python():
     return OtherBackend(other, python)
 
 
+
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: runs a whole entry script (train.py, val.py, detect.py, export.py) in a "
-                                       "subprocess; deselect with -m 'not slow'")
+    config.addinivalue_line("markers", "slow: runs whole entry scripts in subprocesses (deselect with -m 'not slow')")
