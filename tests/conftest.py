@@ -75,6 +75,5 @@ def other_python():
     return OtherBackend(other, python)
 
 
-
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: runs whole entry scripts in subprocesses (deselect with -m 'not slow')")
