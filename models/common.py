@@ -1,5 +1,6 @@
 """Building blocks of the YOLOv5 networks. Module and attribute names (conv, bn, act, cv1, m, ...) follow the
 official ones because official state dicts are keyed by them."""
+from models.multibackend import DetectMultiBackend  # noqa: F401  (the official import path of the loader)
 from utils.backend import BatchNorm2d, torch, nn
 
 
@@ -134,6 +135,3 @@ class Concat(nn.Module):
 
     def forward(self, x):
         return torch.cat(x, self.d)
-
-
-from models.multibackend import DetectMultiBackend  # noqa: E402, F401  (the official import path)
