@@ -144,15 +144,16 @@ def test_dynamic_onnx_takes_two_batch_sizes(weights_copy, coco128_dir, tmp_path)
 
 
 @torch_only
-def test_simplified_onnx_matches_pytorch(weights_copy, coco128_dir, tmp_path, capfd):
+def test_simplified_onnx_matches_pytorch(exported, weights_copy, coco128_dir, tmp_path):
+    import onnx
     import onnxruntime
 
     import export
     w = tmp_path / "slim.pt"
     shutil.copy(weights_copy, w)
     (f,) = export.run(weights=str(w), imgsz=[IMGSZ], include=("onnx",), simplify=True, opset=17)
-    out = capfd.readouterr()
-    assert "slimming with onnxslim" in out.out + out.err and "simplifier failure" not in out.out + out.err
+    plain, slim = (len(onnx.load(str(p)).graph.node) for p in (exported["yolov5n.onnx"], f))
+    assert slim < plain  # onnxslim ran (263 -> 236 nodes at 64 px)
     x = _image(coco128_dir, IMGSZ)
     (y,) = onnxruntime.InferenceSession(f, providers=["CPUExecutionProvider"]).run(None, {"images": x})
     assert_outputs_close(y, _pytorch_output(weights_copy, x))
