@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from utils.backend import cuda_available, from_numpy, is_cuda, nn, require_pytorch, to_numpy, torch
+from utils.backend import cuda_available, from_numpy, is_cuda, nn, require_pytorch, select_device, to_numpy, torch
 from utils.errors import UserError
 from utils.export.formats import FLAGS, FORMATS, RUN_HERE, model_type
 
@@ -51,7 +51,9 @@ class DetectMultiBackend(nn.Module):
             setattr(self, k, v)
         self.dnn = bool(dnn) and self.onnx
         self.nhwc = False  # every format run here takes (b, c, h, w)
-        self.device = device = torch.device(device) if isinstance(device, str) else (device or torch.device("cpu"))
+        if device is None or isinstance(device, str):  # '', 'cpu', '0' as --device takes them
+            device = select_device("cpu" if device is None else device)
+        self.device = device
         cuda = is_cuda(device) and cuda_available()
         # fp16 only where it runs (CUDA); ONNX and OpenVINO take the precision the file was exported with
         self.fp16 = bool(fp16) and cuda and (self.pt or self.jit)
