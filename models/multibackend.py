@@ -11,8 +11,8 @@ Formats (file names as export.py writes them):
     *_openvino_model/     the OpenVINO runtime
 The runtimes that take numpy arrays (onnxruntime, OpenCV DNN, OpenVINO) work under either backend: tensors go out
 and come back through utils.backend's numpy bridge. Only the PyTorch environment installs onnxruntime and
-openvino (requirements.txt); under OneFlow an .onnx model runs with dnn=True (--dnn), or after
-`pip install onnxruntime`. The other official formats (TensorRT, CoreML, TensorFlow, Paddle, Triton) get one line
+openvino (requirements.txt); under OneFlow an .onnx model runs with dnn=True (--dnn, OpenCV; its metadata is read
+by utils/export/onnx_meta.py, which needs no onnx package), or after `pip install onnxruntime`. The other official formats (TensorRT, CoreML, TensorFlow, Paddle, Triton) get one line
 saying they are not supported here.
 """
 import ast
@@ -123,18 +123,14 @@ class DetectMultiBackend(nn.Module):
 
     def _load_opencv_dnn(self, w):
         import cv2
+
+        from utils.export.onnx_meta import read_onnx_info
         self.net = cv2.dnn.readNetFromONNX(w)
         self.input_dtype = np.float32
-        try:  # the metadata needs the onnx package; without it names come from --data
-            import onnx
-            meta = {p.key: p.value for p in onnx.load(w, load_external_data=False).metadata_props}
-            inputs = onnx.load(w, load_external_data=False).graph.input
-            dims = [d.dim_value for d in inputs[0].type.tensor_type.shape.dim]
-            self.input_shape = tuple(dims) if all(dims) else None
-            if "stride" in meta:
-                return int(meta["stride"]), _literal_names(meta["names"])
-        except ImportError:
-            pass
+        meta, shape = read_onnx_info(w)
+        self.input_shape = shape if shape and all(isinstance(d, int) and d > 0 for d in shape) else None
+        if "stride" in meta:
+            return int(meta["stride"]), _literal_names(meta["names"])
         return 32, None
 
     def _load_openvino(self, w):

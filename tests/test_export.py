@@ -85,6 +85,9 @@ def test_official_file_names_and_metadata(exported, weights_copy):
     assert m.graph.input[0].name == "images" and m.graph.output[0].name == "output0"
     assert dims == [[1, 3, IMGSZ, IMGSZ], [1, 3 * (16 * 16 + 8 * 8 + 4 * 4), 85]]  # 3 anchors per cell of 3 grids
 
+    from utils.export.onnx_meta import read_onnx_info  # the reader --dnn uses where no onnx package is installed
+    assert read_onnx_info(d / "yolov5n.onnx") == (props, (1, 3, IMGSZ, IMGSZ))
+
     ov = d / "yolov5n_openvino_model"
     assert {p.name for p in ov.iterdir()} == {"yolov5n.xml", "yolov5n.bin", "yolov5n.yaml"}
 
@@ -129,6 +132,8 @@ def test_dynamic_onnx_takes_two_batch_sizes(weights_copy, coco128_dir, tmp_path)
     w = tmp_path / "dyn.pt"
     shutil.copy(weights_copy, w)
     (f,) = export.run(weights=str(w), imgsz=[IMGSZ], include=("onnx",), dynamic=True, opset=17)
+    from utils.export.onnx_meta import read_onnx_info
+    assert read_onnx_info(f)[1] == (None, 3, None, None)  # batch, height and width are symbolic
     session = onnxruntime.InferenceSession(f, providers=["CPUExecutionProvider"])
     x1 = _image(coco128_dir, IMGSZ)
     (y1,) = session.run(None, {"images": x1})
@@ -284,7 +289,9 @@ def test_oneflow_pt_through_multibackend_equals_pytorch_onnx(weights_copy, coco1
     assert pt.pt and pt.stride == 32 and pt.names[0] == "person" and not pt.fp16
     y = pt(from_numpy(x))
     assert isinstance(y, list) and len(y) == 2  # the eval-mode pair (predictions, raw maps), as under PyTorch
-    ref = to_numpy(DetectMultiBackend(str(w.with_suffix(".onnx")), dnn=True)(from_numpy(x)))
+    dnn = DetectMultiBackend(str(w.with_suffix(".onnx")), dnn=True)
+    assert dnn.names[0] == "person" and dnn.input_shape == (1, 3, IMGSZ, IMGSZ)  # metadata read without onnx
+    ref = to_numpy(dnn(from_numpy(x)))
     assert ref[..., 4].max() > 0.3
     assert_outputs_close(to_numpy(y[0]), ref)
     from utils.errors import NeedsPyTorchError
