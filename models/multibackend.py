@@ -12,8 +12,8 @@ Formats (file names as export.py writes them):
 The runtimes that take numpy arrays (onnxruntime, OpenCV DNN, OpenVINO) work under either backend: tensors go out
 and come back through utils.backend's numpy bridge. Only the PyTorch environment installs onnxruntime and
 openvino (requirements.txt); under OneFlow an .onnx model runs with dnn=True (--dnn, OpenCV; its metadata is read
-by utils/export/onnx_meta.py, which needs no onnx package), or after `pip install onnxruntime`. The other official formats (TensorRT, CoreML, TensorFlow, Paddle, Triton) get one line
-saying they are not supported here.
+by utils/export/onnx_meta.py, which needs no onnx package), or after `pip install onnxruntime`. The other
+official formats (TensorRT, CoreML, TensorFlow, Paddle, Triton) get one line saying they are not supported here.
 """
 import ast
 import json
