@@ -124,15 +124,17 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
         if isinstance(data, (str, Path)):
             data = check_dataset(data)
     else:
-        from models.experimental import attempt_load
+        from models.multibackend import DetectMultiBackend
         device = select_device(device, batch_size=batch_size)
-        half &= "cuda" in str(device)
         save_dir = increment_path(Path(project) / name, exist_ok=exist_ok)
         (save_dir / "labels" if save_txt else save_dir).mkdir(parents=True, exist_ok=True)
-        model = attempt_load(weights, device=device, fuse=True)
-        model.half() if half else model.float()
-        stride = int(max(float(model.stride.max()), 32))
+        model = DetectMultiBackend(weights, device=device, dnn=dnn, data=data, fp16=half)
+        stride, pt, jit = model.stride, model.pt, model.jit
         imgsz = check_img_size(imgsz, s=stride)
+        half = model.fp16
+        if not (pt or jit):  # exported files hold one input shape: square images one at a time, as ultralytics
+            batch_size = 1
+            LOGGER.info(f"Forcing --batch-size 1 square inference (1,3,{imgsz},{imgsz}) for non-PyTorch models")
         data = check_dataset(data)
     model.eval()
     save_dir = Path(save_dir)
@@ -142,11 +144,13 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
     niou = len(iouv)
 
     if not training:
-        ncm = int(model.yaml["nc"]) if getattr(model, "yaml", None) else nc
-        assert ncm == nc or single_cls, (f"{weights} ({ncm} classes) trained on different --data than what you "
-                                         f"passed ({nc} classes). Pass correct combination of --weights and --data.")
+        if pt and not single_cls:  # the class count is checked where the model yaml is at hand (.pt), as ultralytics
+            ncm = int(model.model.yaml["nc"]) if getattr(model.model, "yaml", None) else nc
+            assert ncm == nc, (f"{weights} ({ncm} classes) trained on different --data than what you passed ({nc} "
+                                 "classes). Pass correct combination of --weights and --data.")
+        model.warmup(imgsz=(1 if pt else batch_size, 3, imgsz, imgsz))
         from utils.dataloaders import create_dataloader
-        pad, rect = (0.0, False) if task == "speed" else (0.5, True)  # square inference for benchmarks
+        pad, rect = (0.0, False) if task == "speed" else (0.5, pt)  # square batches for benchmarks and exports
         task = task if task in ("train", "val", "test") else "val"
         dataloader = create_dataloader(data[task], imgsz, batch_size, stride, single_cls, pad=pad, rect=rect,
                                        workers=workers, prefix=colorstr(f"{task}: "))[0]

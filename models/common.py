@@ -1,5 +1,6 @@
 """Building blocks of the YOLOv5 networks. Module and attribute names (conv, bn, act, cv1, m, ...) follow the
 official ones because official state dicts are keyed by them."""
+from models.multibackend import DetectMultiBackend  # noqa: F401  (the official import path of the loader)
 from utils.backend import BatchNorm2d, torch, nn
 
 

@@ -25,6 +25,8 @@ MODELS_DIR = Path(__file__).resolve().parent
 class Detect(nn.Module):
     """Per-level 1x1 convs to na*(nc+5) channels; in eval mode also decodes boxes to pixels."""
     stride = None  # set by DetectionModel after a dry run
+    dynamic = False  # export.py --dynamic: rebuild the grids from each input's shape so a traced graph keeps them symbolic
+    export = False  # export.py: return only the decoded predictions, (pred,), not the raw maps as well
 
     def __init__(self, nc=80, anchors=(), ch=(), inplace=True):
         super().__init__()
@@ -46,13 +48,15 @@ class Detect(nn.Module):
             bs, _, ny, nx = x[i].shape
             x[i] = x[i].view(bs, self.na, self.no, ny, nx).permute(0, 1, 3, 4, 2).contiguous()
             if not self.training:
-                if self.grid[i].shape[2:4] != x[i].shape[2:4] or self.grid[i].device != x[i].device:
+                if self.dynamic or self.grid[i].shape[2:4] != x[i].shape[2:4] or self.grid[i].device != x[i].device:
                     self.grid[i], self.anchor_grid[i] = self._make_grid(nx, ny, i, x[i].dtype, x[i].device)
                 xy, wh, conf = x[i].sigmoid().split((2, 2, self.nc + 1), 4)
                 xy = (xy * 2 + self.grid[i]) * self.stride[i]
                 wh = (wh * 2) ** 2 * self.anchor_grid[i]
                 z.append(torch.cat((xy, wh, conf), 4).view(bs, self.na * nx * ny, self.no))
-        return x if self.training else (torch.cat(z, 1), x)
+        if self.training:
+            return x
+        return (torch.cat(z, 1),) if self.export else (torch.cat(z, 1), x)
 
     def _make_grid(self, nx, ny, i, dtype, device):
         shape = (1, self.na, ny, nx, 2)

@@ -148,6 +148,18 @@ def has_amp(device):
     return IS_TORCH and is_cuda(device)
 
 
+def require_pytorch(purpose):
+    """The real PyTorch module, for what only PyTorch does (TorchScript, torch.onnx export). Under OneFlow it raises
+    a one-line UserError that names the PyTorch environment: checkpoints are the same files under both backends,
+    so the user only has to run the same command there."""
+    if IS_TORCH:
+        return torch
+    from utils.errors import NeedsPyTorchError
+    raise NeedsPyTorchError(f"{purpose} needs the PyTorch environment, and this runs under OneFlow: run the same "
+                            "command with YOLO_BACKEND=torch .venv-torch/bin/python (a checkpoint trained under "
+                            "OneFlow is the same file there).")
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Devices
 def device(spec="cpu"):

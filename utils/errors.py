@@ -26,3 +26,7 @@ def exit_on_user_error(prog, on_interrupt="interrupted"):
     except KeyboardInterrupt:
         log.error(f"\n{prog}: {on_interrupt}")
         sys.exit(130)
+
+
+class NeedsPyTorchError(UserError):
+    """The step needs the real PyTorch (TorchScript, ONNX export) and this process runs under OneFlow."""

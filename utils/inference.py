@@ -37,32 +37,30 @@ def to_original(det, input_hw, im0_shape):
 
 
 class Detector:
-    """attempt_load + letterbox + model + NMS + rescale, for scripts that want boxes without detect.py's files."""
+    """DetectMultiBackend + letterbox + model + NMS + rescale, for scripts that want boxes without detect.py's files.
+    weights: any format DetectMultiBackend runs (.pt, .torchscript, .onnx, *_openvino_model)."""
 
     def __init__(self, weights, device="", imgsz=640, conf_thres=0.25, iou_thres=0.45, max_det=1000, classes=None,
-                 agnostic=False, augment=False, half=False):
-        from models.experimental import attempt_load
+                 agnostic=False, augment=False, half=False, dnn=False, data=None):
+        from models.multibackend import DetectMultiBackend
         self.device = select_device(device)
-        self.half = bool(half) and "cuda" in str(self.device)
-        self.model = attempt_load(weights, device=self.device, fuse=True)
-        self.model.half() if self.half else self.model.float()
-        self.stride = int(max(float(self.model.stride.max()), 32))
-        names = getattr(self.model, "names", None) or [str(i) for i in range(int(self.model.yaml["nc"]))]
-        self.names = dict(enumerate(names)) if isinstance(names, (list, tuple)) else dict(names)
+        self.model = DetectMultiBackend(weights, device=self.device, dnn=dnn, data=data, fp16=half)
+        self.half, self.stride, self.names = self.model.fp16, self.model.stride, self.model.names
         self.imgsz = check_img_size(imgsz, s=self.stride)
+        self.auto = self.model.pt  # exported models take the one square size they were exported at
         self.conf_thres, self.iou_thres, self.max_det = conf_thres, iou_thres, max_det
         self.classes, self.agnostic, self.augment = classes, agnostic, augment
 
     def _letterbox(self, im0):
         from utils.augmentations import letterbox
-        im = letterbox(im0, self.imgsz, stride=self.stride, auto=True)[0]
+        im = letterbox(im0, self.imgsz, stride=self.stride, auto=self.auto)[0]
         return np.ascontiguousarray(im.transpose((2, 0, 1))[::-1])  # HWC BGR -> CHW RGB
 
     @inference_mode()
     def infer(self, im, im0):
         """One letterboxed CHW RGB image and its original BGR image -> (n, 6) numpy [xyxy, conf, cls] in im0 pixels."""
         x = preprocess(im, self.device, self.half)
-        pred = self.model(x, augment=True) if self.augment else self.model(x)
+        pred = self.model(x, augment=self.augment)
         det = non_max_suppression(pred, self.conf_thres, self.iou_thres, self.classes, self.agnostic,
                                   max_det=self.max_det)[0]
         return to_original(det, x.shape[2:], im0.shape)
@@ -85,7 +83,7 @@ class Detector:
             return out
         from utils.dataloaders import LoadImages
         dataset = LoadImages([str(s) for s in source] if isinstance(source, (list, tuple)) else str(Path(source)),
-                             img_size=self.imgsz, stride=self.stride, auto=True)
+                             img_size=self.imgsz, stride=self.stride, auto=self.auto)
         return [self._result(self.infer(im, im0), path) for path, im, im0, _, _ in dataset]
 
     __call__ = predict

@@ -1,0 +1,191 @@
+"""Export a trained YOLOv5 model to deployment formats (ultralytics/yolov5 flags, defaults and file names).
+
+Usage:
+    python export.py --weights yolov5n.pt --include torchscript onnx openvino
+
+Format       | --include    | written beside the weights
+TorchScript  | torchscript  | yolov5n.torchscript
+ONNX         | onnx         | yolov5n.onnx            (--dynamic, --simplify, --opset)
+OpenVINO     | openvino     | yolov5n_openvino_model/
+
+The other official formats (engine, coreml, saved_model, pb, tflite, edgetpu, tfjs, paddle) need toolchains this
+project does not install: each gets one line saying so and the rest still export. Exports run in the PyTorch
+environment; a checkpoint trained under OneFlow is the same file, so export it there:
+    YOLO_BACKEND=torch .venv-torch/bin/python export.py --weights runs/train/exp/weights/best.pt --include onnx
+Then: python detect.py --weights yolov5n.onnx, python val.py --weights yolov5n.onnx (models/multibackend.py).
+"""
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))
+
+from utils.errors import UserError, exit_on_user_error  # noqa: E402
+from utils.export.formats import FORMATS, WRITTEN_HERE, export_formats, format_name  # noqa: E402, F401
+from utils.general import LOGGER, colorstr  # noqa: E402
+
+
+class ExportIncompleteError(UserError):
+    pass
+
+
+def _size_mb(path):
+    p = Path(path)
+    if p.is_dir():
+        return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) / 1e6
+    return p.stat().st_size / 1e6 if p.exists() else 0.0
+
+
+def _remove(path):
+    import shutil
+    p = Path(path)
+    if p.is_dir():
+        shutil.rmtree(p, ignore_errors=True)
+    elif p.exists():
+        p.unlink()
+
+
+def _attempt(prefix, target, fn):
+    """Run one format's writer: one line with the time and size on success; on failure one line with the reason,
+    the partly written file removed, and None (the other formats still export, as in ultralytics)."""
+    t = time.time()
+    try:
+        f = fn()
+        LOGGER.info(f"{prefix} export success ✅ {time.time() - t:.1f}s, saved as {f} ({_size_mb(f):.1f} MB)")
+        return f
+    except Exception as e:
+        _remove(target)
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        LOGGER.info(f"{prefix} export failure ❌ {time.time() - t:.1f}s: {reason}")
+        return None
+
+
+def run(data=ROOT / "data/coco128.yaml", weights=ROOT / "yolov5s.pt", imgsz=(640, 640), batch_size=1, device="cpu",
+        include=("torchscript", "onnx"), half=False, inplace=False, keras=False, optimize=False, int8=False,
+        per_tensor=False, dynamic=False, cache="", simplify=False, mlmodel=False, opset=12, verbose=False,
+        workspace=4, nms=False, agnostic_nms=False, topk_per_class=100, topk_all=100, iou_thres=0.45,
+        conf_thres=0.25):
+    """Export one checkpoint; returns the list of files/folders written (str), as ultralytics' run() does. A format
+    that failed, or is not available here, is left out of the list (see export_checkpoint). Flags of formats not
+    written here (keras, per_tensor, cache, mlmodel, verbose, workspace, nms, agnostic_nms, topk_*, iou_thres,
+    conf_thres; data for int8 calibration) are accepted as ultralytics accepts them."""
+    return export_checkpoint(weights, imgsz, batch_size, device, include, half, inplace, optimize, int8, dynamic,
+                             simplify, opset)[0]
+
+
+def export_checkpoint(weights, imgsz=(640, 640), batch_size=1, device="cpu", include=("torchscript", "onnx"),
+                      half=False, inplace=False, optimize=False, int8=False, dynamic=False, simplify=False, opset=12):
+    """Returns (written, failed, unavailable): paths written, formats whose writer failed (each reported in one
+    line), and requested formats that this project does not write."""
+    from utils.backend import require_pytorch
+    torch = require_pytorch("export.py")
+    t = time.time()
+    include = [x.lower() for x in (include if isinstance(include, (list, tuple)) else [include])]
+    valid = tuple(f[1] for f in FORMATS[1:])
+    bad = [x for x in include if x not in valid]
+    if bad:
+        raise UserError(f"--include {' '.join(bad)}: not an export format; valid --include arguments are "
+                        f"{', '.join(valid)}")
+    file = Path(weights[0] if isinstance(weights, (list, tuple)) else weights)
+    if not file.is_file():
+        raise UserError(f"--weights {file}: file not found; pass the path of a .pt checkpoint")
+
+    from utils.export.prepare import prepare
+    prepared = prepare(file, device=device, imgsz=imgsz, batch_size=batch_size, half=half, inplace=inplace,
+                       dynamic=dynamic, optimize=optimize)
+    LOGGER.info(f"\n{colorstr('PyTorch:')} starting from {file} with output shape {prepared.output_shape} "
+                f"({_size_mb(file):.1f} MB)")
+
+    written, failed = [], []
+    unavailable = [x for x in include if x not in WRITTEN_HERE]
+    warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)  # shape-dependent Python branches are fixed
+    if "torchscript" in include:
+        from utils.export.to_torchscript import export_torchscript
+        f = _attempt(colorstr("TorchScript:"), file.with_suffix(".torchscript"),
+                     lambda: export_torchscript(prepared, file, optimize))
+        written.append(f) if f else failed.append("torchscript")
+    onnx_file = None
+    if "onnx" in include or "openvino" in include:  # OpenVINO is converted from the ONNX file
+        from utils.export.to_onnx import export_onnx
+        onnx_file = _attempt(colorstr("ONNX:"), file.with_suffix(".onnx"),
+                             lambda: export_onnx(prepared, file, opset, dynamic, simplify))
+        if "onnx" in include:
+            written.append(onnx_file) if onnx_file else failed.append("onnx")
+    if "openvino" in include:
+        from utils.export.to_openvino import export_openvino
+        target = file.with_name(f"{file.stem}_openvino_model")
+        f = _attempt(colorstr("OpenVINO:"), target, lambda: export_openvino(file, prepared.metadata, half, int8)) \
+            if onnx_file else None
+        written.append(f) if f else failed.append("openvino")
+
+    written = [str(x) for x in written]
+    if written:
+        h = "--half" if half else ""
+        LOGGER.info(f"\nExport complete ({time.time() - t:.1f}s)"
+                    f"\nResults saved to {colorstr('bold', file.parent.resolve())}"
+                    f"\nDetect:          python detect.py --weights {written[-1]} {h}"
+                    f"\nValidate:        python val.py --weights {written[-1]} {h}"
+                    f"\nPyTorch Hub:     model = torch.hub.load('.', 'custom', '{written[-1]}', source='local')"
+                    f"\nVisualize:       https://netron.app")
+    return written, failed, unavailable
+
+
+def parse_opt(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", type=str, default=ROOT / "data/coco128.yaml", help="dataset.yaml path")
+    parser.add_argument("--weights", nargs="+", type=str, default=ROOT / "yolov5s.pt", help="model.pt path(s)")
+    parser.add_argument("--imgsz", "--img", "--img-size", nargs="+", type=int, default=[640, 640], help="image (h, w)")
+    parser.add_argument("--batch-size", type=int, default=1, help="batch size")
+    parser.add_argument("--device", default="cpu", help="cuda device, i.e. 0 or 0,1,2,3 or cpu")
+    parser.add_argument("--half", action="store_true", help="FP16 half-precision export")
+    parser.add_argument("--inplace", action="store_true", help="set YOLOv5 Detect() inplace=True")
+    parser.add_argument("--keras", action="store_true", help="TF: use Keras (TF formats are not written here)")
+    parser.add_argument("--optimize", action="store_true", help="TorchScript: optimize for mobile")
+    parser.add_argument("--int8", action="store_true", help="CoreML/TF/OpenVINO INT8 quantization (not available here)")
+    parser.add_argument("--per-tensor", action="store_true", help="TF per-tensor quantization")
+    parser.add_argument("--dynamic", action="store_true", help="ONNX/TF/TensorRT: dynamic axes")
+    parser.add_argument("--cache", type=str, default="", help="TensorRT: timing cache file path")
+    parser.add_argument("--simplify", action="store_true", help="ONNX: simplify model (onnxslim)")
+    parser.add_argument("--mlmodel", action="store_true", help="CoreML: Export in *.mlmodel format")
+    parser.add_argument("--opset", type=int, default=17, help="ONNX: opset version")
+    parser.add_argument("--verbose", action="store_true", help="TensorRT: verbose log")
+    parser.add_argument("--workspace", type=int, default=4, help="TensorRT: workspace size (GB)")
+    parser.add_argument("--nms", action="store_true", help="TF: add NMS to model")
+    parser.add_argument("--agnostic-nms", action="store_true", help="TF: add agnostic NMS to model")
+    parser.add_argument("--topk-per-class", type=int, default=100, help="TF.js NMS: topk per class to keep")
+    parser.add_argument("--topk-all", type=int, default=100, help="TF.js NMS: topk for all classes to keep")
+    parser.add_argument("--iou-thres", type=float, default=0.45, help="TF.js NMS: IoU threshold")
+    parser.add_argument("--conf-thres", type=float, default=0.25, help="TF.js NMS: confidence threshold")
+    parser.add_argument("--include", nargs="+", default=["torchscript"],
+                        help="torchscript, onnx, openvino (engine, coreml, saved_model, pb, tflite, edgetpu, tfjs, "
+                             "paddle are not available here)")
+    return parser.parse_args(argv)
+
+
+def main(opt):
+    """Export each --weights file. Exit status 1 when a requested format was not written: the formats that failed
+    were each reported in one line as they failed; the ones not available here are named in the last line."""
+    weights = opt.weights if isinstance(opt.weights, list) else [opt.weights]
+    args = {k: getattr(opt, k) for k in ("imgsz", "batch_size", "device", "include", "half", "inplace", "optimize",
+                                         "int8", "dynamic", "simplify", "opset")}
+    failed, unavailable = [], []
+    for w in weights:
+        _, f, u = export_checkpoint(w, **args)
+        failed += f
+        unavailable += u
+    if unavailable:
+        names = ", ".join(f"{x} ({format_name(x)})" for x in dict.fromkeys(unavailable))
+        raise ExportIncompleteError(f"--include {names}: not available here (needs a toolchain this project does not "
+                                    f"install); formats exported here: {', '.join(WRITTEN_HERE)}"
+                                    + (f"; also failed: {', '.join(dict.fromkeys(failed))}" if failed else ""))
+    if failed:
+        raise ExportIncompleteError(f"not written: {', '.join(dict.fromkeys(failed))} (each reason is above)")
+
+
+if __name__ == "__main__":
+    with exit_on_user_error("export"):
+        main(parse_opt())

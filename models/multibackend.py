@@ -1,0 +1,233 @@
+"""DetectMultiBackend: the one loader val.py, detect.py and utils/inference.py run every model through.
+
+    model = DetectMultiBackend("yolov5n.onnx", device=torch.device("cpu"))
+    pred = model(im)          # im (b, 3, h, w) float in [0, 1] -> decoded predictions (b, anchors, 5 + nc)
+    model.stride, model.names, model.pt, model.jit, model.onnx, model.fp16
+
+Formats (file names as export.py writes them):
+    *.pt                  this project's or ultralytics' checkpoints, under either backend
+    *.torchscript         needs the PyTorch environment (torch.jit)
+    *.onnx                onnxruntime, or OpenCV's DNN module with dnn=True
+    *_openvino_model/     the OpenVINO runtime
+The runtimes that take numpy arrays (onnxruntime, OpenCV DNN, OpenVINO) work under either backend: tensors go out
+and come back through utils.backend's numpy bridge. Only the PyTorch environment installs onnxruntime and
+openvino (requirements.txt); under OneFlow an .onnx model runs with dnn=True (--dnn, OpenCV; its metadata is read
+by utils/export/onnx_meta.py, which needs no onnx package), or after `pip install onnxruntime`. The other
+official formats (TensorRT, CoreML, TensorFlow, Paddle, Triton) get one line saying they are not supported here.
+"""
+import ast
+import json
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from utils.backend import cuda_available, from_numpy, is_cuda, nn, require_pytorch, select_device, to_numpy, torch
+from utils.errors import UserError
+from utils.export.formats import FLAGS, FORMATS, RUN_HERE, model_type
+
+
+class ModelLoadError(UserError):
+    pass
+
+
+def _names_dict(names):
+    if isinstance(names, dict):
+        return {int(k): v for k, v in names.items()}
+    return dict(enumerate(names))
+
+
+def _literal_names(text):
+    """Class names stored as a Python literal (ONNX metadata): read with ast.literal_eval, which evaluates no code."""
+    return _names_dict(ast.literal_eval(text))
+
+
+class DetectMultiBackend(nn.Module):
+    def __init__(self, weights="yolov5s.pt", device=None, dnn=False, data=None, fp16=False, fuse=True):
+        super().__init__()
+        w = str(weights[0] if isinstance(weights, (list, tuple)) else weights)
+        flags = model_type(w)
+        for k, v in flags.items():
+            setattr(self, k, v)
+        self.dnn = bool(dnn) and self.onnx
+        self.nhwc = False  # every format run here takes (b, c, h, w)
+        if device is None or isinstance(device, str):  # '', 'cpu', '0' as --device takes them
+            device = select_device("cpu" if device is None else device)
+        self.device = device
+        cuda = is_cuda(device) and cuda_available()
+        # fp16 only where it runs (CUDA); ONNX and OpenVINO take the precision the file was exported with
+        self.fp16 = bool(fp16) and cuda and (self.pt or self.jit)
+        self.w, self.weights, self.data, self.fuse = w, weights, data, fuse
+        self.model, self.input_shape, stride, names = None, None, 32, None
+        if not self.pt and not flags["triton"] and not Path(w).exists():
+            raise ModelLoadError(f"--weights {w}: not found; export it first (python export.py --weights <model>.pt "
+                                 "--include onnx torchscript) or check the path")
+        kind = next(k for k in (*FLAGS, "triton") if flags[k])
+        if kind not in RUN_HERE:
+            label = "Triton server" if kind == "triton" else FORMATS[FLAGS.index(kind)][0]
+            raise ModelLoadError(f"--weights {w}: {label} models are not supported by this project; use a .pt, "
+                                 ".torchscript, .onnx or *_openvino_model export")
+
+        if self.pt:
+            from models.experimental import attempt_load
+            model = attempt_load(weights if isinstance(weights, (list, tuple)) else w, device=device, inplace=True,
+                                 fuse=fuse)
+            stride = max(int(model.stride.max()), 32)
+            names = model.module.names if hasattr(model, "module") else model.names
+            model.half() if self.fp16 else model.float()
+            self.model = model  # a submodule, so .to(), .half() and .eval() reach it
+        elif self.jit:
+            stride, names = self._load_torchscript(w, device)
+        elif self.dnn:
+            stride, names = self._load_opencv_dnn(w)
+        elif self.onnx:
+            stride, names = self._load_onnxruntime(w, cuda)
+        elif self.xml:
+            stride, names = self._load_openvino(w)
+        if names is None:
+            names = self._names_from_data(data)
+        self.stride = int(stride)
+        self.names = _names_dict(names)
+
+    # ------------------------------------------------------------------------------------------------ loaders
+    def _load_torchscript(self, w, device):
+        pytorch = require_pytorch(f"{w}: a TorchScript model")
+        extra_files = {"config.txt": ""}
+        self.model = pytorch.jit.load(w, _extra_files=extra_files, map_location=device)
+        self.model.half() if self.fp16 else self.model.float()
+        if not extra_files["config.txt"]:
+            return 32, None
+        d = json.loads(extra_files["config.txt"])
+        self.input_shape = tuple(d["shape"]) if "shape" in d else None
+        return int(d["stride"]), d["names"]
+
+    def _load_onnxruntime(self, w, cuda):
+        try:
+            import onnxruntime
+        except ImportError:
+            raise ModelLoadError(f"--weights {w}: ONNX models need onnxruntime, not installed in this environment: "
+                                 "pip install onnxruntime (the PyTorch environment has it), or pass --dnn to run it "
+                                 "with OpenCV") from None
+        providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda else ["CPUExecutionProvider"]
+        providers = [p for p in providers if p in onnxruntime.get_available_providers()]
+        self.session = onnxruntime.InferenceSession(w, providers=providers)
+        self.output_names = [x.name for x in self.session.get_outputs()]
+        inp = self.session.get_inputs()[0]
+        self.input_name = inp.name
+        self.input_shape = tuple(inp.shape) if all(isinstance(d, int) for d in inp.shape) else None
+        self.input_dtype = np.float16 if inp.type == "tensor(float16)" else np.float32
+        meta = self.session.get_modelmeta().custom_metadata_map
+        if "stride" in meta:
+            return int(meta["stride"]), _literal_names(meta["names"])
+        return 32, None
+
+    def _load_opencv_dnn(self, w):
+        import cv2
+
+        from utils.export.onnx_meta import read_onnx_info
+        self.net = cv2.dnn.readNetFromONNX(w)
+        self.input_dtype = np.float32
+        meta, shape = read_onnx_info(w)
+        self.input_shape = shape if shape and all(isinstance(d, int) and d > 0 for d in shape) else None
+        if "stride" in meta:
+            return int(meta["stride"]), _literal_names(meta["names"])
+        return 32, None
+
+    def _load_openvino(self, w):
+        from utils.export.to_openvino import import_openvino
+        try:
+            ov = import_openvino()
+        except ImportError:
+            raise ModelLoadError(f"--weights {w}: OpenVINO models need the openvino package, not installed in this "
+                                 "environment: pip install openvino (the PyTorch environment has it)") from None
+        p = Path(w)
+        xml = p if p.is_file() else next(p.glob("*.xml"), None)
+        if xml is None:
+            raise ModelLoadError(f"--weights {w}: no .xml model in this folder; export it with export.py --include "
+                                 "openvino")
+        core = ov.Core()
+        ov_model = core.read_model(model=str(xml), weights=str(xml.with_suffix(".bin")))
+        shape = ov_model.inputs[0].get_partial_shape()
+        self.input_shape = tuple(d.get_length() for d in shape) if shape.is_static else None
+        # f32 asked for: on CPUs with AMX or AVX512-BF16 (these machines) the CPU plugin otherwise runs in bf16, and
+        # the boxes then move by up to a pixel against the PyTorch model's
+        self.ov_compiled_model = core.compile_model(ov_model, device_name="CPU",
+                                                    config={"INFERENCE_PRECISION_HINT": "f32"})
+        self.input_dtype = np.float32
+        meta = xml.with_suffix(".yaml")
+        if meta.exists():
+            with open(meta) as f:
+                d = yaml.safe_load(f)
+            return int(d["stride"]), d["names"]
+        return 32, None
+
+    @staticmethod
+    def _names_from_data(data):
+        if data and Path(data).is_file():
+            with open(data, errors="ignore") as f:
+                d = yaml.safe_load(f) or {}
+            if d.get("names"):
+                return d["names"]
+        return {i: f"class{i}" for i in range(999)}
+
+    # ------------------------------------------------------------------------------------------------ inference
+    def forward(self, im, augment=False, visualize=False):
+        """im (b, 3, h, w) float in [0, 1] on self.device -> the model's output: for .pt the eval-mode pair
+        [decoded predictions, raw maps] (export mode: the predictions), else the decoded predictions tensor."""
+        if self.fp16 and im.dtype != torch.float16:
+            im = im.half()
+        if self.pt:
+            y = self.model(im, augment=augment) if augment else self.model(im)
+        elif self.jit:
+            try:
+                y = self.model(im)
+            except RuntimeError:  # a traced graph holds its export size; say so instead of a broadcast error
+                if self.input_shape and tuple(im.shape[2:]) != tuple(self.input_shape[2:]):
+                    self._shape_error(im)
+                raise
+        else:
+            self._check_shape(im)
+            x = to_numpy(im).astype(self.input_dtype, copy=False)
+            if self.input_shape and self.input_shape[0] == 1 and x.shape[0] > 1:  # a batch-1 export: one at a time
+                y = [np.concatenate(parts, 0) for parts in zip(*(self._run_numpy(x[j:j + 1]) for j in range(len(x))))]
+            else:
+                y = self._run_numpy(x)
+        if isinstance(y, (list, tuple)):
+            return self._from_numpy(y[0]) if len(y) == 1 else [self._from_numpy(v) for v in y]
+        return self._from_numpy(y)
+
+    def _run_numpy(self, x):
+        """A numpy batch through the ONNX/OpenVINO runtime -> list of numpy outputs."""
+        if self.dnn:
+            self.net.setInput(x)
+            return [self.net.forward()]
+        if self.onnx:
+            return self.session.run(self.output_names, {self.input_name: x})
+        return list(self.ov_compiled_model(x).values())
+
+    def _check_shape(self, im):
+        """A static exported model takes one input shape (batch 1 models take larger batches one image at a time);
+        say which instead of the runtime's error."""
+        b = self.input_shape[0] if self.input_shape else None
+        if self.input_shape and (tuple(im.shape[1:]) != tuple(self.input_shape[1:]) or b not in (1, im.shape[0])):
+            self._shape_error(im)
+
+    def _shape_error(self, im):
+        b, _, h, w = self.input_shape
+        raise ModelLoadError(f"{self.w} was exported for input shape {list(self.input_shape)} and got "
+                                 f"{list(im.shape)}: run it with --imgsz {h} {w} and batch size {b}, or export it "
+                                 "again with --dynamic")
+
+    def _from_numpy(self, x):
+        if isinstance(x, np.ndarray):
+            return from_numpy(x.astype(np.float32, copy=False)).to(self.device)
+        return x
+
+    def warmup(self, imgsz=(1, 3, 640, 640)):
+        """One forward pass (two for TorchScript, whose first calls optimise the graph) on a GPU, so the first
+        image is not timed with the start-up work. Nothing on the CPU, as ultralytics."""
+        if (self.pt or self.jit or self.onnx) and self.device.type != "cpu":
+            im = torch.empty(*imgsz, dtype=torch.half if self.fp16 else torch.float, device=self.device)
+            for _ in range(2 if self.jit else 1):
+                self.forward(im)
+

@@ -1,0 +1,53 @@
+"""The export formats of ultralytics/yolov5: their --include names, file suffixes, and which of them this project
+writes and runs. No framework import: the multi-backend loader asks it which format a weights path is."""
+from pathlib import Path
+
+
+# (format, --include argument, suffix of the file or folder written beside the weights, CPU, GPU), official order
+FORMATS = (
+    ("PyTorch", "-", ".pt", True, True),
+    ("TorchScript", "torchscript", ".torchscript", True, True),
+    ("ONNX", "onnx", ".onnx", True, True),
+    ("OpenVINO", "openvino", "_openvino_model", True, False),
+    ("TensorRT", "engine", ".engine", False, True),
+    ("CoreML", "coreml", ".mlpackage", True, False),
+    ("TensorFlow SavedModel", "saved_model", "_saved_model", True, True),
+    ("TensorFlow GraphDef", "pb", ".pb", True, True),
+    ("TensorFlow Lite", "tflite", ".tflite", True, False),
+    ("TensorFlow Edge TPU", "edgetpu", "_edgetpu.tflite", False, False),
+    ("TensorFlow.js", "tfjs", "_web_model", False, False),
+    ("PaddlePaddle", "paddle", "_paddle_model", True, True),
+)
+WRITTEN_HERE = ("torchscript", "onnx", "openvino")  # export.py writes these; the others need toolchains not here
+RUN_HERE = ("pt", "jit", "onnx", "xml")  # DetectMultiBackend runs these
+# DetectMultiBackend's flag names, in FORMATS order (plus triton, a server URL, last), as the official class has them
+FLAGS = ("pt", "jit", "onnx", "xml", "engine", "coreml", "saved_model", "pb", "tflite", "edgetpu", "tfjs", "paddle")
+
+
+def export_formats():
+    """The table as a pandas DataFrame with the official columns (Format, Argument, Suffix, CPU, GPU)."""
+    import pandas as pd
+    return pd.DataFrame(FORMATS, columns=["Format", "Argument", "Suffix", "CPU", "GPU"])
+
+
+def format_name(argument):
+    return next(f[0] for f in FORMATS if f[1] == argument)
+
+
+def model_type(path):
+    """Which format a weights path is, by its name: a dict of FLAGS (and 'triton') to bool, one of them True.
+    The official rule is a substring match on the file name (so '_edgetpu.tflite' is not also 'tflite'); a bare
+    OpenVINO .xml file counts as OpenVINO too. A name that matches no format is read as a checkpoint (pt): the
+    checkpoint reader looks at the content and names the file when it is not one."""
+    p = str(path)
+    name = Path(p).name
+    types = [suffix in name for _, _, suffix, _, _ in FORMATS]
+    types[FLAGS.index("tflite")] &= not types[FLAGS.index("edgetpu")]
+    types[FLAGS.index("xml")] |= name.endswith(".xml")
+    flags = dict(zip(FLAGS, types))
+    from urllib.parse import urlparse
+    url = urlparse(p)
+    flags["triton"] = not any(types) and url.scheme in ("http", "https", "grpc") and bool(url.netloc)
+    if not any(flags.values()):
+        flags["pt"] = True
+    return flags

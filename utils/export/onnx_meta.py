@@ -1,0 +1,61 @@
+"""The metadata (stride, names) and input shape of an .onnx file, read without the onnx package: the OpenCV DNN
+runtime (--dnn) runs ONNX models in environments that have neither onnx nor onnxruntime (OneFlow's).
+
+An .onnx file is one protobuf ModelProto. Only the fields needed are decoded: metadata_props (14) of
+StringStringEntryProto {key 1, value 2}, and graph (7) -> input (11) -> type (2) -> tensor_type (1) -> shape (2) ->
+dim (1) -> dim_value (1)."""
+
+_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
+
+
+def _varint(buf, i):
+    shift = value = 0
+    while True:
+        b = buf[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, i
+        shift += 7
+
+
+def _fields(buf):
+    """(field number, value) for each field of one message: int for varints, bytes for length-delimited ones."""
+    i, n = 0, len(buf)
+    while i < n:
+        key, i = _varint(buf, i)
+        field, wire = key >> 3, key & 7
+        if wire == _VARINT:
+            value, i = _varint(buf, i)
+        elif wire == _LEN:
+            size, i = _varint(buf, i)
+            value, i = buf[i:i + size], i + size
+        elif wire in (_I64, _I32):
+            size = 8 if wire == _I64 else 4
+            value, i = buf[i:i + size], i + size
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+        yield field, value
+
+
+def _first(buf, number):
+    return next((v for f, v in _fields(buf) if f == number), None)
+
+
+def read_onnx_info(path):
+    """Returns (metadata dict of str -> str, first input's shape as a tuple with None for symbolic dims)."""
+    with open(path, "rb") as f:
+        buf = memoryview(f.read())
+    meta, shape = {}, None
+    for field, value in _fields(buf):
+        if field == 14:  # metadata_props
+            entry = dict(_fields(value))
+            meta[bytes(entry.get(1, b"")).decode()] = bytes(entry.get(2, b"")).decode()
+        elif field == 7:  # graph
+            inp = _first(value, 11)
+            t = _first(inp, 2) if inp is not None else None
+            tensor = _first(t, 1) if t is not None else None
+            shp = _first(tensor, 2) if tensor is not None else None
+            if shp is not None:
+                shape = tuple(dict(_fields(d)).get(1) for f, d in _fields(shp) if f == 1)
+    return meta, shape

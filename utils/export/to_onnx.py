@@ -1,0 +1,37 @@
+"""ONNX through PyTorch's TorchScript-based exporter (what ultralytics uses; the newer torch.export-based one needs
+onnxscript), input 'images', output 'output0', metadata props 'stride' and 'names' as Python literals."""
+import inspect
+import warnings
+
+from utils.backend import require_pytorch
+from utils.general import LOGGER
+
+
+def export_onnx(prepared, file, opset=17, dynamic=False, simplify=False, prefix="ONNX:"):
+    torch = require_pytorch("ONNX export")
+    import onnx
+    f = file.with_suffix(".onnx")
+    model, im = prepared.model, prepared.im
+    axes = None
+    if dynamic:
+        axes = {"images": {0: "batch", 2: "height", 3: "width"}, "output0": {0: "batch", 1: "anchors"}}
+        model, im = model.cpu(), im.cpu()  # as ultralytics: dynamic axes are exported from the CPU
+    kwargs = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+    with warnings.catch_warnings():  # the legacy exporter warns on each call that a newer one exists: chosen here
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        torch.onnx.export(model, im, str(f), opset_version=opset, input_names=["images"], output_names=["output0"],
+                          dynamic_axes=axes, do_constant_folding=True, **kwargs)
+    model_onnx = onnx.load(str(f))
+    onnx.checker.check_model(model_onnx)
+    for k, v in prepared.metadata.items():
+        meta = model_onnx.metadata_props.add()
+        meta.key, meta.value = k, str(v)
+    onnx.save(model_onnx, str(f))
+    if simplify:
+        try:
+            import onnxslim
+            LOGGER.info(f"{prefix} slimming with onnxslim {onnxslim.__version__}...")
+            onnx.save(onnxslim.slim(model_onnx), str(f))
+        except Exception as e:  # the unsimplified file stays; official behaviour
+            LOGGER.info(f"{prefix} simplifier failure: {e}")
+    return f

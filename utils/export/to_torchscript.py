@@ -1,0 +1,22 @@
+"""TorchScript: a traced graph with the official metadata in the archive's extra file config.txt
+({"shape": [b, c, h, w], "stride": s, "names": {...}}), which DetectMultiBackend reads back."""
+import json
+import warnings
+
+from utils.backend import require_pytorch
+
+
+def export_torchscript(prepared, file, optimize=False):
+    torch = require_pytorch("TorchScript export")
+    f = file.with_suffix(".torchscript")
+    with warnings.catch_warnings():  # torch 2.9+ calls torch.jit deprecated; it is the format users deploy
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        ts = torch.jit.trace(prepared.model, prepared.im, strict=False)
+    meta = {"shape": list(prepared.im.shape), **prepared.metadata}
+    extra_files = {"config.txt": json.dumps(meta)}
+    if optimize:  # the mobile (lite interpreter) format
+        from torch.utils.mobile_optimizer import optimize_for_mobile
+        optimize_for_mobile(ts)._save_for_lite_interpreter(str(f), _extra_files=extra_files)
+    else:
+        ts.save(str(f), _extra_files=extra_files)
+    return f
