@@ -193,6 +193,29 @@ def memory_reserved_gb(dev):
     return 0.0
 
 
+def can_report_cuda_memory(dev):
+    """True when dev is a CUDA device whose caching allocator reports its use (PyTorch does; OneFlow 0.9.0 has no
+    memory_reserved/memory_allocated)."""
+    return is_cuda(dev) and cuda_available() and all(
+        hasattr(torch.cuda, n) for n in ("get_device_properties", "memory_reserved", "memory_allocated"))
+
+
+def cuda_memory(dev):
+    """(device name, total, reserved, allocated) in bytes for a device that can_report_cuda_memory."""
+    props = torch.cuda.get_device_properties(dev)
+    return props.name, props.total_memory, torch.cuda.memory_reserved(dev), torch.cuda.memory_allocated(dev)
+
+
+def empty_cuda_cache():
+    if cuda_available() and hasattr(torch.cuda, "empty_cache"):
+        torch.cuda.empty_cache()
+
+
+def cudnn_benchmark_enabled():
+    """cuDNN autotuning picks kernels (and workspaces) per shape, which would skew a memory profile."""
+    return bool(getattr(getattr(torch.backends, "cudnn", None), "benchmark", False))
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Tensors <-> numpy, RNG
 def to_numpy(t):
