@@ -42,7 +42,8 @@ def parse_opt(known=False, args=None):
     parser.add_argument("--noautoanchor", action="store_true", help="disable AutoAnchor")
     parser.add_argument("--noplots", action="store_true", help="save no plot files")
     parser.add_argument("--evolve", type=int, nargs="?", const=300, help="evolve hyperparameters for x generations")
-    parser.add_argument("--evolve_population", type=str, default=str(ROOT / "data/hyps"), help="location for loading population")
+    parser.add_argument("--evolve_population", type=str, default=str(ROOT / "data/hyps"),
+                        help="location for loading population")
     parser.add_argument("--resume_evolve", type=str, default=None, help="resume evolve from last generation")
     parser.add_argument("--bucket", type=str, default="", help="gsutil bucket")
     parser.add_argument("--cache", type=str, nargs="?", const="ram", help="image --cache ram/disk")

@@ -188,7 +188,7 @@ class DetectionModel(nn.Module):
 
         m = self.model[-1]
         if isinstance(m, Detect):
-            s = 256  # a dry run at twice the largest stride (128, P7) gives each level its stride; training-mode BN needs >1 pixel
+            s = 256  # twice the largest stride (128, P7): every level has >1 pixel, as training-mode BN needs
             m.inplace = self.inplace
             with torch.no_grad():
                 outs = self.forward(torch.zeros(1, ch, s, s))
