@@ -33,7 +33,7 @@ def parse_opt(known=False, args=None):
     parser.add_argument("--data", type=str, default=str(ROOT / "data/coco128.yaml"), help="dataset.yaml path")
     parser.add_argument("--hyp", type=str, default=str(ROOT / "data/hyps/hyp.scratch-low.yaml"), help="hyperparameters path")
     parser.add_argument("--epochs", type=int, default=100, help="total training epochs")
-    parser.add_argument("--batch-size", type=int, default=16, help="total batch size for all GPUs")
+    parser.add_argument("--batch-size", type=int, default=16, help="total batch size for all GPUs, -1 for autobatch")
     parser.add_argument("--imgsz", "--img", "--img-size", type=int, default=640, help="train, val image size (pixels)")
     parser.add_argument("--rect", action="store_true", help="rectangular training")
     parser.add_argument("--resume", nargs="?", const=True, default=False, help="resume most recent training")
@@ -42,6 +42,10 @@ def parse_opt(known=False, args=None):
     parser.add_argument("--noautoanchor", action="store_true", help="disable AutoAnchor")
     parser.add_argument("--noplots", action="store_true", help="save no plot files")
     parser.add_argument("--evolve", type=int, nargs="?", const=300, help="evolve hyperparameters for x generations")
+    parser.add_argument("--evolve_population", type=str, default=str(ROOT / "data/hyps"),
+                        help="location for loading population")
+    parser.add_argument("--resume_evolve", type=str, default=None, help="resume evolve from last generation")
+    parser.add_argument("--bucket", type=str, default="", help="gsutil bucket")
     parser.add_argument("--cache", type=str, nargs="?", const="ram", help="image --cache ram/disk")
     parser.add_argument("--image-weights", action="store_true", help="use weighted image selection for training")
     parser.add_argument("--device", default="", help="cuda device, i.e. 0 or 0,1,2,3 or cpu")
@@ -61,6 +65,13 @@ def parse_opt(known=False, args=None):
     parser.add_argument("--save-period", type=int, default=-1, help="Save checkpoint every x epochs (disabled if < 1)")
     parser.add_argument("--seed", type=int, default=0, help="Global training seed")
     parser.add_argument("--local_rank", "--local-rank", type=int, default=-1, help="Automatic DDP Multi-GPU argument, do not modify")
+    # Logger arguments (the cloud ones only say that they do nothing here; utils/loggers.py)
+    parser.add_argument("--entity", default=None, help="Entity")
+    parser.add_argument("--upload_dataset", nargs="?", const=True, default=False, help='Upload data, "val" option')
+    parser.add_argument("--bbox_interval", type=int, default=-1, help="Set bounding-box image logging interval")
+    parser.add_argument("--artifact_alias", type=str, default="latest", help="Version of dataset artifact to use")
+    parser.add_argument("--ndjson-console", action="store_true", help="Log ndjson to console")
+    parser.add_argument("--ndjson-file", action="store_true", help="Log ndjson to file")
     # This project's speed-ups (see issue 6): fused CIoU in the loss, fused EMA/optimizer updates.
     parser.add_argument("--bbox_iou_optim", action="store_true", help="fused bbox_iou (CIoU) in the loss")
     parser.add_argument("--multi_tensor_optimizer", action="store_true", help="fused multi-tensor EMA and optimizer update")
@@ -150,7 +161,13 @@ def select_training_device(opt, world_size, local_rank):
         elif not backend.is_cuda(device):  # SyncBatchNorm is CUDA-only in both frameworks (PyTorch fails at forward)
             raise TrainingError(f"--sync-bn does not work on CPU under {backend.BACKEND} {backend.VERSION} (its "
                                 "SyncBatchNorm is CUDA only); drop --sync-bn or train on GPUs.")
+    if opt.batch_size < 1 and opt.batch_size != -1:
+        raise TrainingError(f"--batch-size {opt.batch_size} is not a batch size: give a positive number, or -1 for "
+                            "AutoBatch.")
     if world_size > 1:
+        if opt.batch_size == -1:
+            raise TrainingError("AutoBatch with --batch-size -1 is not compatible with DDP training, please pass a "
+                                "valid --batch-size")
         if opt.batch_size % world_size:
             raise TrainingError(f"--batch-size {opt.batch_size} must be a multiple of WORLD_SIZE {world_size}")
         if opt.evolve:

@@ -1,7 +1,10 @@
 """Building blocks of the YOLOv5 networks. Module and attribute names (conv, bn, act, cv1, m, ...) follow the
-official ones because official state dicts are keyed by them."""
+official ones because official state dicts are keyed by them, and the classes live in this module because official
+checkpoints name them as models.common.<Class>."""
+import math
+
 from models.multibackend import DetectMultiBackend  # noqa: F401  (the official import path of the loader)
-from utils.backend import BatchNorm2d, torch, nn
+from utils.backend import BatchNorm2d, MultiheadAttention, torch, nn
 
 
 def autopad(k, p=None, d=1):
@@ -34,7 +37,6 @@ class DWConv(Conv):
     """Depth-wise convolution (groups = gcd of channels)."""
 
     def __init__(self, c1, c2, k=1, s=1, d=1, act=True):
-        import math
         super().__init__(c1, c2, k, s, g=math.gcd(c1, c2), d=d, act=act)
 
 
@@ -135,6 +137,163 @@ class Concat(nn.Module):
 
     def forward(self, x):
         return torch.cat(x, self.d)
+
+
+class DWConvTranspose2d(nn.ConvTranspose2d):
+    """Depth-wise transposed convolution (groups = gcd of channels); p1 is the padding, p2 the output padding."""
+
+    def __init__(self, c1, c2, k=1, s=1, p1=0, p2=0):
+        super().__init__(c1, c2, k, s, p1, p2, groups=math.gcd(c1, c2))
+
+
+class CrossConv(nn.Module):
+    """A k x k convolution factored into 1 x k then k x 1 (the stride s applied along each axis in turn)."""
+
+    def __init__(self, c1, c2, k=3, s=1, g=1, e=1.0, shortcut=False):
+        super().__init__()
+        c_ = int(c2 * e)
+        self.cv1 = Conv(c1, c_, (1, k), (1, s))
+        self.cv2 = Conv(c_, c2, (k, 1), (s, 1), g=g)
+        self.add = shortcut and c1 == c2
+
+    def forward(self, x):
+        y = self.cv2(self.cv1(x))
+        return x + y if self.add else y
+
+
+class C3x(C3):
+    """C3 whose inner blocks are CrossConvs."""
+
+    def __init__(self, c1, c2, n=1, shortcut=True, g=1, e=0.5):
+        super().__init__(c1, c2, n, shortcut, g, e)
+        c_ = int(c2 * e)
+        self.m = nn.Sequential(*(CrossConv(c_, c_, 3, 1, g, 1.0, shortcut) for _ in range(n)))
+
+
+class TransformerLayer(nn.Module):
+    """Self-attention then a two-layer MLP, each with a residual and without LayerNorm. q/k/v get their own linear
+    layers in front of the attention's input projection, as in the official layer (its state dict has both)."""
+
+    def __init__(self, c, num_heads):
+        super().__init__()
+        self.q = nn.Linear(c, c, bias=False)
+        self.k = nn.Linear(c, c, bias=False)
+        self.v = nn.Linear(c, c, bias=False)
+        self.ma = MultiheadAttention(embed_dim=c, num_heads=num_heads)
+        self.fc1 = nn.Linear(c, c, bias=False)
+        self.fc2 = nn.Linear(c, c, bias=False)
+
+    def forward(self, x):  # x: (sequence, batch, channels)
+        x = x + self.ma(self.q(x), self.k(x), self.v(x))[0]
+        return x + self.fc2(self.fc1(x))
+
+
+class TransformerBlock(nn.Module):
+    """Vision-transformer block over the pixels of a feature map: an optional Conv to c2 channels, a learned
+    position term (a Linear of the features themselves, added to them), then num_layers TransformerLayers."""
+
+    def __init__(self, c1, c2, num_heads, num_layers):
+        super().__init__()
+        self.conv = Conv(c1, c2) if c1 != c2 else None
+        self.linear = nn.Linear(c2, c2)
+        self.tr = nn.Sequential(*(TransformerLayer(c2, num_heads) for _ in range(num_layers)))
+        self.c2 = c2
+
+    def forward(self, x):
+        if self.conv is not None:
+            x = self.conv(x)
+        b, _, h, w = x.shape
+        seq = x.flatten(2).permute(2, 0, 1)  # (h*w, batch, channels): one token per pixel
+        seq = self.tr(seq + self.linear(seq))
+        return seq.permute(1, 2, 0).reshape(b, self.c2, h, w)
+
+
+class C3TR(C3):
+    """C3 whose inner blocks are one TransformerBlock (4 heads, n layers)."""
+
+    def __init__(self, c1, c2, n=1, shortcut=True, g=1, e=0.5):
+        super().__init__(c1, c2, n, shortcut, g, e)
+        c_ = int(c2 * e)
+        self.m = TransformerBlock(c_, c_, 4, n)
+
+
+class C3SPP(C3):
+    """C3 with an SPP block in place of the bottlenecks."""
+
+    def __init__(self, c1, c2, k=(5, 9, 13), n=1, shortcut=True, g=1, e=0.5):
+        super().__init__(c1, c2, n, shortcut, g, e)
+        c_ = int(c2 * e)
+        self.m = SPP(c_, c_, k)
+
+
+class GhostConv(nn.Module):
+    """Ghost convolution (GhostNet, arXiv:1911.11907): half the output channels from a Conv, the other half from a
+    cheap depth-wise 5x5 Conv of that half."""
+
+    def __init__(self, c1, c2, k=1, s=1, g=1, act=True):
+        super().__init__()
+        c_ = c2 // 2
+        self.cv1 = Conv(c1, c_, k, s, None, g, act=act)
+        self.cv2 = Conv(c_, c_, 5, 1, None, c_, act=act)
+
+    def forward(self, x):
+        y = self.cv1(x)
+        return torch.cat((y, self.cv2(y)), 1)
+
+
+class GhostBottleneck(nn.Module):
+    """GhostNet bottleneck: GhostConv, a depth-wise Conv when striding, a linear GhostConv; plus a shortcut that
+    is the identity at stride 1 and a depth-wise + point-wise Conv at stride 2."""
+
+    def __init__(self, c1, c2, k=3, s=1):
+        super().__init__()
+        c_ = c2 // 2
+        self.conv = nn.Sequential(GhostConv(c1, c_, 1, 1),
+                                  DWConv(c_, c_, k, s, act=False) if s == 2 else nn.Identity(),
+                                  GhostConv(c_, c2, 1, 1, act=False))
+        self.shortcut = (nn.Sequential(DWConv(c1, c1, k, s, act=False), Conv(c1, c2, 1, 1, act=False)) if s == 2
+                         else nn.Identity())
+
+    def forward(self, x):
+        return self.conv(x) + self.shortcut(x)
+
+
+class C3Ghost(C3):
+    """C3 whose inner blocks are GhostBottlenecks."""
+
+    def __init__(self, c1, c2, n=1, shortcut=True, g=1, e=0.5):
+        super().__init__(c1, c2, n, shortcut, g, e)
+        c_ = int(c2 * e)
+        self.m = nn.Sequential(*(GhostBottleneck(c_, c_) for _ in range(n)))
+
+
+class Contract(nn.Module):
+    """Space to depth: (b, c, h, w) -> (b, c*g*g, h/g, w/g); output channel (i*g + j)*c + k holds channel k at
+    row offset i and column offset j."""
+
+    def __init__(self, gain=2):
+        super().__init__()
+        self.gain = gain
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        g = self.gain
+        x = x.view(b, c, h // g, g, w // g, g).permute(0, 3, 5, 1, 2, 4).contiguous()
+        return x.view(b, c * g * g, h // g, w // g)
+
+
+class Expand(nn.Module):
+    """Depth to space, the inverse of Contract: (b, c, h, w) -> (b, c/(g*g), h*g, w*g)."""
+
+    def __init__(self, gain=2):
+        super().__init__()
+        self.gain = gain
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        g = self.gain
+        x = x.view(b, g, g, c // g ** 2, h, w).permute(0, 3, 4, 1, 5, 2).contiguous()
+        return x.view(b, c // g ** 2, h * g, w * g)
 
 
 from models.autoshape import AutoShape, Detections  # noqa: E402,F401  (the official import path)

@@ -14,9 +14,10 @@ if __name__ == "__main__" or str(Path(__file__).resolve().parents[1]) not in sys
 
 import yaml
 
-from models.common import C3, SPP, SPPF, Bottleneck, BottleneckCSP, Concat, Conv, DWConv, Focus
+from models.common import (C3, C3SPP, C3TR, SPP, SPPF, Bottleneck, BottleneckCSP, C3Ghost, C3x, Concat, Contract, Conv,
+                           CrossConv, DWConv, DWConvTranspose2d, Expand, Focus, GhostBottleneck, GhostConv)
 from utils.backend import nn, torch
-from utils.general import LOGGER, make_divisible
+from utils.general import LOGGER, find_repo_file, make_divisible
 from utils.model_stats import fuse_conv_and_bn, model_summary
 
 MODELS_DIR = Path(__file__).resolve().parent
@@ -72,10 +73,15 @@ class Detect(nn.Module):
 MODULES = {
     "Conv": Conv, "DWConv": DWConv, "Bottleneck": Bottleneck, "BottleneckCSP": BottleneckCSP, "C3": C3,
     "SPP": SPP, "SPPF": SPPF, "Focus": Focus, "Concat": Concat, "Detect": Detect,
+    "GhostConv": GhostConv, "GhostBottleneck": GhostBottleneck, "C3Ghost": C3Ghost, "C3TR": C3TR, "C3SPP": C3SPP,
+    "C3x": C3x, "CrossConv": CrossConv, "DWConvTranspose2d": DWConvTranspose2d, "Contract": Contract,
+    "Expand": Expand,
     "nn.Upsample": nn.Upsample, "nn.BatchNorm2d": nn.BatchNorm2d, "nn.Identity": nn.Identity,
+    "nn.MaxPool2d": nn.MaxPool2d, "nn.ZeroPad2d": nn.ZeroPad2d, "nn.ConvTranspose2d": nn.ConvTranspose2d,
 }
-_CHANNEL_MODULES = (Conv, DWConv, Bottleneck, BottleneckCSP, C3, SPP, SPPF, Focus)  # (c1, c2, ...) signature
-_REPEAT_MODULES = (BottleneckCSP, C3)  # take the repeat count n as their third argument
+_CHANNEL_MODULES = (Conv, DWConv, Bottleneck, BottleneckCSP, C3, SPP, SPPF, Focus, GhostConv, GhostBottleneck,
+                    CrossConv, C3TR, C3SPP, C3Ghost, C3x, nn.ConvTranspose2d, DWConvTranspose2d)  # (c1, c2, ...)
+_REPEAT_MODULES = (BottleneckCSP, C3, C3TR, C3Ghost, C3x)  # take the repeat count n as their third argument
 
 
 def _resolve_arg(a, d):
@@ -90,6 +96,7 @@ def _resolve_arg(a, d):
 def parse_model(d, ch):
     """Build nn.Sequential from a model dict; returns (model, sorted indices of layers whose outputs are reused)."""
     anchors, nc, gd, gw = d["anchors"], d["nc"], d["depth_multiple"], d["width_multiple"]
+    ch_mul = d.get("channel_multiple") or 8  # widths are rounded up to a multiple of this
     act = d.get("activation")
     if act:
         if act not in ("nn.SiLU()", "nn.ReLU()", "nn.LeakyReLU(0.1)", "nn.Hardswish()"):
@@ -113,7 +120,7 @@ def parse_model(d, ch):
         if m in _CHANNEL_MODULES:
             c1, c2 = ch[f], args[0]
             if c2 != no:
-                c2 = make_divisible(c2 * gw, 8)  # width gain
+                c2 = make_divisible(c2 * gw, ch_mul)  # width gain
             args = [c1, c2, *args[1:]]
             if m in _REPEAT_MODULES:
                 args.insert(2, n)
@@ -126,6 +133,10 @@ def parse_model(d, ch):
             args.append([ch[x] for x in f])
             if isinstance(args[1], int):  # number of anchors per level: placeholder anchors
                 args[1] = [list(range(args[1] * 2))] * len(f)
+        elif m is Contract:
+            c2 = ch[f] * args[0] ** 2
+        elif m is Expand:
+            c2 = ch[f] // args[0] ** 2
         else:
             c2 = ch[f]
 
@@ -152,14 +163,11 @@ def check_anchor_order(m):
 
 
 def load_model_yaml(cfg):
-    """A model dict from a dict, a path, or a bare name found in models/ ('yolov5s.yaml')."""
+    """A model dict from a dict, a path, or a bare name: models/yolov5s.yaml first, else the one file of that name
+    under models/ (or data/, utils/) at any depth, e.g. 'yolov5-p7.yaml' -> models/hub/yolov5-p7.yaml."""
     if isinstance(cfg, dict):
         return deepcopy(cfg)
-    path = Path(cfg)
-    if not path.exists() and (MODELS_DIR / path.name).exists():
-        path = MODELS_DIR / path.name
-    if not path.exists():
-        raise FileNotFoundError(f"model config {cfg} not found (looked in the working folder and {MODELS_DIR})")
+    path = find_repo_file(cfg, what="model config", prefer=(MODELS_DIR,))
     with open(path, errors="ignore") as f:
         d = yaml.safe_load(f)
     d["yaml_file"] = path.name
@@ -184,7 +192,7 @@ class DetectionModel(nn.Module):
 
         m = self.model[-1]
         if isinstance(m, Detect):
-            s = 128  # a dry run at a size divisible by every stride (up to 128) gives each level's stride
+            s = 256  # twice the largest stride (128, P7): every level has >1 pixel, as training-mode BN needs
             m.inplace = self.inplace
             with torch.no_grad():
                 outs = self.forward(torch.zeros(1, ch, s, s))

@@ -205,6 +205,29 @@ def memory_reserved_gb(dev):
     return 0.0
 
 
+def can_report_cuda_memory(dev):
+    """True when dev is a CUDA device whose caching allocator reports its use (PyTorch does; OneFlow 0.9.0 has no
+    memory_reserved/memory_allocated)."""
+    return is_cuda(dev) and cuda_available() and all(
+        hasattr(torch.cuda, n) for n in ("get_device_properties", "memory_reserved", "memory_allocated"))
+
+
+def cuda_memory(dev):
+    """(device name, total, reserved, allocated) in bytes for a device that can_report_cuda_memory."""
+    props = torch.cuda.get_device_properties(dev)
+    return props.name, props.total_memory, torch.cuda.memory_reserved(dev), torch.cuda.memory_allocated(dev)
+
+
+def empty_cuda_cache():
+    if cuda_available() and hasattr(torch.cuda, "empty_cache"):
+        torch.cuda.empty_cache()
+
+
+def cudnn_benchmark_enabled():
+    """cuDNN autotuning picks kernels (and workspaces) per shape, which would skew a memory profile."""
+    return bool(getattr(getattr(torch.backends, "cudnn", None), "benchmark", False))
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Tensors <-> numpy, RNG
 def to_numpy(t):
@@ -264,6 +287,45 @@ class _PreciseBatchNorm2d(nn.BatchNorm2d):
 
 
 BatchNorm2d = _PreciseBatchNorm2d if IS_ONEFLOW else nn.BatchNorm2d  # models build their BN layers from this
+
+
+class MultiheadAttentionFallback(nn.Module):
+    """nn.MultiheadAttention for a framework that has none (OneFlow 0.9.0): sequence-first inputs (L, N, E), no
+    masks, no dropout. Parameters carry PyTorch's names and shapes (in_proj_weight (3E, E), in_proj_bias,
+    out_proj.weight/bias) and initial values, so official state dicts load into it. out_proj is applied through
+    F.linear, as PyTorch does, so a forward hook on it never fires (FLOP counters rely on that)."""
+
+    def __init__(self, embed_dim, num_heads, bias=True):
+        super().__init__()
+        if embed_dim % num_heads:
+            raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
+        self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
+        self.kdim = self.vdim = embed_dim
+        self.batch_first, self.add_zero_attn, self.bias_k, self.bias_v = False, False, None, None
+        self.in_proj_weight = nn.Parameter(torch.empty(3 * embed_dim, embed_dim))
+        self.in_proj_bias = nn.Parameter(torch.zeros(3 * embed_dim)) if bias else None
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        nn.init.xavier_uniform_(self.in_proj_weight)
+        if bias:
+            nn.init.constant_(self.out_proj.bias, 0.0)
+
+    def forward(self, query, key, value, need_weights=True):
+        tgt, n, e = query.shape
+        src = key.shape[0]
+        h, d = self.num_heads, self.head_dim
+        w = self.in_proj_weight.chunk(3)
+        b = self.in_proj_bias.chunk(3) if self.in_proj_bias is not None else (None, None, None)
+        q = F.linear(query, w[0], b[0]).reshape(tgt, n * h, d).transpose(0, 1)  # (batch*heads, L, head_dim)
+        k = F.linear(key, w[1], b[1]).reshape(src, n * h, d).transpose(0, 1)
+        v = F.linear(value, w[2], b[2]).reshape(src, n * h, d).transpose(0, 1)
+        attn = torch.softmax(torch.bmm(q * d ** -0.5, k.transpose(1, 2)), dim=-1)  # (batch*heads, L, S)
+        out = torch.bmm(attn, v).transpose(0, 1).reshape(tgt, n, e)
+        out = F.linear(out, self.out_proj.weight, self.out_proj.bias)
+        return out, (attn.reshape(n, h, tgt, src).mean(1) if need_weights else None)
+
+
+# The framework's own attention where it exists (official pickles name torch.nn.MultiheadAttention), else ours.
+MultiheadAttention = getattr(nn, "MultiheadAttention", None) or MultiheadAttentionFallback
 
 
 # ----------------------------------------------------------------------------------------------------------------

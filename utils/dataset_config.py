@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from utils.errors import UserError
-from utils.general import LOGGER, ROOT, colorstr
+from utils.general import LOGGER, ROOT, RepoFileNotFound, colorstr, find_repo_file
 
 
 class DatasetError(UserError, FileNotFoundError):
@@ -27,7 +27,10 @@ def find_yaml(file):
     for cand in (file, ROOT / file, ROOT / "data" / file, ROOT / "data" / file.name):
         if cand.is_file():
             return cand
-    raise DatasetError(f"Dataset YAML '{file}' not found (looked in ., {ROOT} and {ROOT / 'data'}).")
+    try:  # a bare name anywhere under data/, models/ or utils/, as ultralytics' check_file searches
+        return find_repo_file(file, what="Dataset YAML")
+    except RepoFileNotFound as e:
+        raise DatasetError(str(e)) from None
 
 
 def load_yaml(file):

@@ -1,6 +1,11 @@
 """--evolve: genetic search over the hyperparameters, as ultralytics does it. Each generation picks a parent from
 the 5 fittest rows of evolve.csv, mutates the genes listed in META (gain 0 = fixed), trains, and appends the
-results and the hyperparameters to evolve.csv; hyp_evolve.yaml holds the best row so far."""
+results and the hyperparameters to evolve.csv; hyp_evolve.yaml holds the best row so far.
+
+The first generations train an initial population instead of mutants: --hyp itself, then each hyp YAML in
+--evolve_population (data/hyps/ by default) that differs from it in some gene. --resume_evolve continues an earlier
+search: from its evolve.csv (the rows become this run's history, so mutation starts from its fittest), or from an
+official evolve_population.yaml (its individuals become the initial population)."""
 import random
 import time
 from pathlib import Path
@@ -8,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from utils.general import LOGGER, colorstr
+from utils.errors import UserError
+from utils.general import LOGGER, ROOT, colorstr
 
 # gene: (mutation gain, lower limit, upper limit). 'anchors' is not evolved here: the model yaml owns anchors.
 META = {
@@ -84,13 +90,81 @@ def record(results, hyp, save_dir):
     return best
 
 
+class EvolveError(UserError):
+    """--evolve_population or --resume_evolve names something that cannot seed the search."""
+
+
+def _existing(path, flag):
+    for cand in (Path(path), ROOT / path):
+        if cand.exists():
+            return cand
+    raise EvolveError(f"{flag} {path}: not found; give an existing path.")
+
+
+def _read_yaml(file, flag):
+    try:
+        with open(file, errors="ignore") as f:
+            return yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        raise EvolveError(f"{flag}: {file} is not valid YAML ({str(e).splitlines()[0]}).") from None
+
+
+def _individual(hyp, candidate):
+    """hyp with the candidate's values for the evolvable genes (META) both define."""
+    return {**hyp, **{k: float(v) for k, v in candidate.items()
+                      if k in META and k in hyp and isinstance(v, (int, float)) and not isinstance(v, bool)}}
+
+
+def initial_population(hyp, folder=None, resume=None, csv=None):
+    """Hyp dicts to train before mutating, without repeats: hyp and the folder's *.yaml, or the individuals of an
+    official evolve_population.yaml given as `resume`. A `resume` evolve.csv is copied to `csv` instead and no
+    population is returned: mutation continues from its fittest rows."""
+    population = [dict(hyp)]
+    if resume:
+        path = _existing(resume, "--resume_evolve")
+        if path.suffix == ".csv":
+            keys, x = read_evolve_csv(path)
+            if len(keys) < 8 or keys[0] != RESULT_KEYS[0]:
+                raise EvolveError(f"--resume_evolve {path}: not an evolve.csv (first column {keys[0]!r}).")
+            if csv is not None and Path(csv).resolve() != path.resolve():
+                Path(csv).write_text(path.read_text())
+            LOGGER.info(colorstr("evolve: ") + f"resuming from the {len(x)} generations in {path}")
+            return []
+        individuals = _read_yaml(path, "--resume_evolve")
+        if not isinstance(individuals, dict) or not individuals or \
+                not all(isinstance(v, dict) for v in individuals.values()):
+            raise EvolveError(f"--resume_evolve {path}: expected an evolve.csv or an evolve_population.yaml "
+                              "({name: {hyperparameter: value}}).")
+        population, candidates = [], list(individuals.values())
+    elif folder:
+        path = _existing(folder, "--evolve_population")
+        files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+        candidates = [c for c in (_read_yaml(f, "--evolve_population") for f in files) if isinstance(c, dict)]
+    else:
+        candidates = []
+    for c in candidates:
+        h = _individual(hyp, c)
+        if all(any(h[k] != p.get(k) for k in META if k in h) for p in population):
+            population.append(h)
+    return population
+
+
 def evolve(hyp, opt, device, train_fn):
     """Run opt.evolve generations of train_fn(hyp, opt, device) in opt.save_dir."""
+    from utils.loggers import note_ignored_flags
+    note_ignored_flags(opt, {"bucket": ""}, what="syncing evolve.csv with a Google Cloud Storage bucket")
     opt.noval, opt.nosave = True, True  # only the final epoch is validated, only the final epoch saved
     save_dir = Path(opt.save_dir)
     save_dir.mkdir(parents=True, exist_ok=True)
+    csv = save_dir / "evolve.csv"
+    population = initial_population(hyp, getattr(opt, "evolve_population", None), getattr(opt, "resume_evolve", None),
+                                    csv)
+    if csv.exists():  # continuing a search (--resume_evolve x.csv, or --resume into its folder): mutants only
+        population = []
+    elif len(population) > 1:
+        LOGGER.info(colorstr("evolve: ") + f"initial population of {len(population)}, then mutation")
     for gen in range(opt.evolve):
-        h = mutate(hyp, save_dir / "evolve.csv")
+        h = population[gen] if gen < len(population) else mutate(hyp, csv)
         results = train_fn(dict(h), opt, device)
         record(results, h, save_dir)
     LOGGER.info(f"Hyperparameter evolution finished {opt.evolve} generations\n"

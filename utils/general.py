@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from utils.backend import torch
+from utils.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository root
 
@@ -61,6 +62,30 @@ def increment_path(path, exist_ok=False, sep="", mkdir=False):
     if mkdir:
         path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+class RepoFileNotFound(UserError, FileNotFoundError):
+    """A config named on the command line (--hyp, --cfg, --data) is neither a path nor a file of the repository."""
+
+
+def find_repo_file(file, what="file", prefer=(), dirs=("data", "models", "utils")):
+    """Path of `file` as given (or relative to the repository root), else the one file of that name under
+    ROOT/data, ROOT/models or ROOT/utils at any depth, as ultralytics' check_file searches: 'hyp.scratch-high.yaml'
+    -> data/hyps/hyp.scratch-high.yaml. Folders in `prefer` are tried first, so a name that is also in a subfolder
+    (models/yolov5s6.yaml and models/hub/yolov5s6.yaml) keeps meaning the top-level file."""
+    file = Path(file)
+    for cand in (file, ROOT / file, *(Path(d) / file.name for d in prefer)):
+        if cand.is_file():
+            return cand
+    if len(file.parts) == 1:  # a bare name: search, like ultralytics
+        found = sorted({p.resolve() for d in dirs for p in (ROOT / d).rglob(file.name) if p.is_file()})
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise RepoFileNotFound(f"{what} '{file}' matches several files: {', '.join(map(str, found))}; "
+                                   "give the path of the one you mean.")
+    raise RepoFileNotFound(f"{what} '{file}' not found (looked in the working folder and {ROOT}/"
+                           f"{{{','.join(dirs)}}}); give an existing path.")
 
 
 def clean_str(s):

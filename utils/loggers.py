@@ -1,6 +1,8 @@
 """Training loggers: results.csv with the ultralytics columns (and format), TensorBoard scalars when a writer
-package imports, and results.png at the end through utils.plots.plot_results."""
+package imports, one JSON object per epoch with --ndjson-console (stdout) / --ndjson-file (results.ndjson), and
+results.png at the end through utils.plots.plot_results. The cloud loggers' flags are accepted and ignored."""
 import importlib
+import json
 from pathlib import Path
 
 from utils.general import LOGGER, colorstr
@@ -26,6 +28,20 @@ def _summary_writer():
     return None
 
 
+# Flags of the official Weights & Biases / Comet / ClearML / gsutil integrations, with their defaults: accepted so
+# that official command lines run, but nothing here uploads anywhere.
+CLOUD_FLAGS = {"entity": None, "upload_dataset": False, "bbox_interval": -1, "artifact_alias": "latest"}
+
+
+def note_ignored_flags(opt, flags=CLOUD_FLAGS, what="cloud logging (Weights & Biases, Comet, ClearML)"):
+    """One line naming the flags in `flags` that opt sets to something else than their default."""
+    given = [f"--{k} {getattr(opt, k)}" for k, default in flags.items()
+             if getattr(opt, k, default) not in (default, None, "")]
+    if given:
+        LOGGER.info(f"{', '.join(given)}: {what} is not part of this project; doing nothing.")
+    return given
+
+
 def read_results_csv(file):
     """Rows of results.csv as a list of dicts of floats (header names stripped of their padding)."""
     lines = Path(file).read_text().splitlines()
@@ -41,6 +57,12 @@ class Loggers:
         self.csv = self.save_dir / "results.csv"
         self.keys = KEYS
         self.tb = None
+        self.ndjson_console = bool(getattr(opt, "ndjson_console", False))
+        self.ndjson = self.save_dir / "results.ndjson" if getattr(opt, "ndjson_file", False) else None
+        if self.ndjson and not getattr(opt, "resume", False):  # a new run (--exist-ok) starts its own file
+            self.ndjson.unlink(missing_ok=True)
+        if opt is not None:
+            note_ignored_flags(opt)
         if "tb" in include:
             writer = _summary_writer()
             if writer is not None:
@@ -60,6 +82,13 @@ class Loggers:
         if self.tb is not None:
             for k, v in zip(self.keys, vals):
                 self.tb.add_scalar(k, float(v), epoch)
+        if self.ndjson_console or self.ndjson:
+            line = json.dumps({"epoch": epoch, **{k: float(v) for k, v in zip(self.keys, vals)}})
+            if self.ndjson_console:
+                print(line, flush=True)
+            if self.ndjson:
+                with open(self.ndjson, "a") as f:
+                    f.write(line + "\n")
 
     def truncate_csv(self, epochs_done):
         """Keep the header and the first `epochs_done` rows: a resumed run rewrites the rows of the epoch that was
@@ -68,6 +97,8 @@ class Loggers:
             return
         lines = self.csv.read_text().splitlines(keepends=True)
         self.csv.write_text("".join(lines[:1 + max(epochs_done, 0)]))
+        if self.ndjson and self.ndjson.exists():  # one line per epoch, no header
+            self.ndjson.write_text("".join(self.ndjson.read_text().splitlines(keepends=True)[:max(epochs_done, 0)]))
 
     def on_train_end(self, plots=True):
         if plots and self.csv.exists():

@@ -23,7 +23,7 @@ import yaml
 from utils import backend, dist
 from utils.backend import F, torch
 from utils.errors import UserError
-from utils.general import LOGGER, colorstr, check_img_size
+from utils.general import LOGGER, ROOT, check_img_size, colorstr, find_repo_file
 from utils.loggers import Loggers
 from utils.metrics import fitness
 from utils.torch_utils import (EarlyStopping, ModelEMA, de_parallel, intersect_dicts, set_seed, smart_optimizer,
@@ -167,8 +167,8 @@ class Trainer:
     # ---------------------------------------------------------------------------------------------------- set-up
     @staticmethod
     def _load_hyp(hyp):
-        if isinstance(hyp, (str, Path)):
-            with open(hyp, errors="ignore") as f:
+        if isinstance(hyp, (str, Path)):  # a path, or a bare name found in data/hyps/ ('hyp.scratch-high.yaml')
+            with open(find_repo_file(hyp, what="--hyp", prefer=(ROOT / "data" / "hyps",)), errors="ignore") as f:
                 hyp = yaml.safe_load(f)
         return dict(hyp)
 
@@ -259,6 +259,9 @@ class Trainer:
     def setup_optimizer(self):
         opt, hyp = self.opt, self.hyp
         self.batch_size = opt.batch_size
+        if self.batch_size == -1:  # AutoBatch; train.py refuses -1 under DDP, as the official trainer does
+            from utils.autobatch import check_train_batch_size
+            self.batch_size = check_train_batch_size(self.model, self.imgsz, amp=backend.has_amp(self.device))
         self.accumulate = max(round(NBS / self.batch_size), 1)
         hyp["weight_decay"] *= self.batch_size * self.accumulate / NBS  # decay per nominal batch, not per step
         self.optimizer = smart_optimizer(self.model, opt.optimizer, hyp["lr0"], hyp["momentum"],
