@@ -73,3 +73,8 @@ def other_python():
     if not python.exists():
         pytest.skip(f"no {other} environment at {python} ('make setup' builds it)")
     return OtherBackend(other, python)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: runs whole train.py/val.py/detect.py/export.py processes "
+                                       "(deselect with -m 'not slow')")
