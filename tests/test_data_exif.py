@@ -17,15 +17,10 @@ import numpy as np
 import pytest
 import yaml
 
+from benchmarks.classic_loader import ClassicLoadImagesAndLabels
 from exif_images import displayed_image, write_exif_dataset
 from utils.dataloaders import LoadImagesAndLabels
 from utils.general import ROOT
-
-try:
-    from benchmarks.classic_loader import ClassicLoadImagesAndLabels
-except ImportError:  # before the split: the classic path was a constructor flag
-    import functools
-    ClassicLoadImagesAndLabels = functools.partial(LoadImagesAndLabels, fused=False)
 
 OFFICIAL = Path(__file__).parent / "data" / "exif_official.npz"
 IMG = 64
@@ -108,7 +103,10 @@ def test_orientations_match_official_loader(exif_dir, case, loader):
         name = ds.im_files[i]
         np.testing.assert_allclose(lb, want_labels[i], atol=1e-4, err_msg=f"{case} {name} labels")
         d = np.abs(th.astype(int) - ref[f"{case}/thumbs"][i].astype(int))
-        assert d.mean() < 3.0 and d.max() < 60, f"{case} {name}: image differs (mean {d.mean():.2f} max {d.max()})"
+        # the canvas paths compute what the official code computes (measured: equal to 1 level, the JPEG encoders
+        # of the two environments); the fused mosaic warps each tile once instead (measured: mean 1.5, max 28)
+        mean, peak = (3.0, 60) if (case == "mosaic" and loader == "production") else (0.5, 4)
+        assert d.mean() < mean and d.max() <= peak, f"{case} {name}: image differs (mean {d.mean():.2f} max {d.max()})"
         if sh is None:
             assert np.isnan(ref[f"{case}/shapes"][i]).all()
         else:
@@ -126,8 +124,8 @@ def test_tagged_files_load_like_upright_ones(exif_dir, upright_dir, case, loader
     b = items(LOADERS[loader](str(upright_dir), IMG, batch_size=4, **kw), mosaic9=case == "mosaic9")
     for k, ((la, ta, sa), (lb, tb, sb)) in enumerate(zip(a, b), 1):
         np.testing.assert_allclose(la, lb, atol=1e-4, err_msg=f"{case} orientation {k} labels")
-        d = np.abs(ta.astype(int) - tb.astype(int))
-        assert d.mean() < 2.0 and d.max() < 40, f"{case} orientation {k}: mean {d.mean():.2f} max {d.max()}"
+        d = np.abs(ta.astype(int) - tb.astype(int))  # only JPEG noise differs (measured: max 1 level)
+        assert d.mean() < 0.5 and d.max() <= 4, f"{case} orientation {k}: mean {d.mean():.2f} max {d.max()}"
         if sa is not None:
             np.testing.assert_allclose(sa, sb, atol=1e-6)
 

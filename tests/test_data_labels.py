@@ -216,8 +216,9 @@ def test_train_reports_label_errors_in_one_line(tmp_path):
             "0", "--device", "cpu", "--noplots", "--project", str(tmp_path / "runs")]
     bad_class = _tiny_train_set(tmp_path / "c", "0 0.5 0.5 0.2 0.2\n7 0.5 0.5 0.1 0.1\n")
     empty = _tiny_train_set(tmp_path / "e", "")
-    for data, expect in ((bad_class, [str(tmp_path / "c" / "labels" / "train"), "line 2", "nc=3"]),
-                         (empty, [str(tmp_path / "e" / "images" / "train"), "no labels"])):
+    bad_file = tmp_path / "c" / "labels" / "train" / "0.txt"
+    for data, expect in ((bad_class, ["exceeds nc=3", str(bad_file), "line 2"]),
+                         (empty, ["no labels", str(tmp_path / "e" / "images" / "train")])):
         p = subprocess.run([sys.executable, "train.py", "--data", str(data), *base], cwd=ROOT, env=env,
                            capture_output=True, text=True, timeout=600)
         assert p.returncode == 1, p.stderr[-3000:]
