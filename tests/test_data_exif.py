@@ -140,3 +140,29 @@ def test_orientation_5_and_7_with_perspective_train(exif_dir, loader):
             np.random.seed(seed)
             im, labels, _, _ = ds[i]
             assert im.shape == (3, IMG, IMG) and np.isfinite(labels).all()
+
+
+def test_exif_size_is_the_decoded_size(exif_dir):
+    from PIL import Image
+    from utils.dataloaders import exif_size
+    for k in range(1, 9):
+        with Image.open(exif_dir / f"o{k}.jpg") as im:
+            assert exif_size(im) == (80, 48), k  # (w, h) as cv2 decodes it, orientations 5 and 7 included
+
+
+@pytest.mark.parametrize("cache", ["ram", "disk"])
+@pytest.mark.parametrize("case", ["letterbox", "rect"])
+def test_cached_images_give_the_official_items(exif_dir, tmp_path, case, cache):
+    """Served from --cache, an image's original size comes from the label scan, not from decoding: it must be the
+    decoded size for every orientation (val maps boxes back to the original with it)."""
+    ref = np.load(OFFICIAL)
+    images = tmp_path / "images"
+    shutil.copytree(exif_dir, images)
+    shutil.copytree(exif_dir.parent / "labels", tmp_path / "labels")
+    ds = LoadImagesAndLabels(str(images), IMG, batch_size=4, cache_images=cache, **CASES[case])
+    assert ds.cache == cache
+    for i, (lb, th, sh) in enumerate(items(ds)):
+        np.testing.assert_allclose(sh, ref[f"{case}/shapes"][i], atol=1e-6, err_msg=ds.im_files[i])
+        np.testing.assert_allclose(lb, np.split(ref[f"{case}/labels"], np.cumsum(ref[f"{case}/counts"])[:-1])[i],
+                                   atol=1e-4)
+        assert np.abs(th.astype(int) - ref[f"{case}/thumbs"][i].astype(int)).max() <= 4

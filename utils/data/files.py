@@ -62,11 +62,15 @@ def exif_orientation(img):
     return value if 1 <= value <= 8 else 0
 
 
-def exif_size(img):
-    """PIL image size (w, h) as displayed: OpenCV and PIL apply the orientation tag when decoding, and for
+def displayed_size(wh, orientation):
+    """Stored (w, h) -> (w, h) as displayed: OpenCV and PIL apply the orientation tag when decoding, and for
     orientations 5-8 (transposed, rotated 90 or 270) that swaps width and height."""
-    s = img.size
-    return (s[1], s[0]) if exif_orientation(img) in TRANSPOSING_ORIENTATIONS else s
+    return (wh[1], wh[0]) if orientation in TRANSPOSING_ORIENTATIONS else tuple(wh)
+
+
+def exif_size(img):
+    """PIL image size (w, h) as displayed (see displayed_size)."""
+    return displayed_size(img.size, exif_orientation(img))
 
 
 def exif_transpose(image):

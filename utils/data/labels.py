@@ -11,7 +11,8 @@ from PIL import Image, ImageFile, ImageOps
 
 from utils.augmentations import segments2boxes
 from utils.data.atomic import write_atomically
-from utils.data.files import HELP_URL, IMG_FORMATS, NUM_THREADS, WARN, exif_orientation, exif_size, is_writeable
+from utils.data.files import (HELP_URL, IMG_FORMATS, NUM_THREADS, WARN, displayed_size, exif_orientation,
+                              is_writeable)
 from utils.errors import UserError
 
 
@@ -84,14 +85,20 @@ def _read_label_file(lb_file, im_file, prefix):
 
 
 def verify_image_label(args):
-    """Check one image/label pair. Returns (im_file, labels (n,5), shape (w,h) as displayed, segments, nm, nf, ne,
-    nc, msg, EXIF orientation); im_file is None when the pair is dropped, and msg then names the reason."""
+    """ultralytics' check of one (image, label file, prefix): (im_file, labels (n,5), shape (w,h) as displayed,
+    segments, nm, nf, ne, nc, msg); im_file is None when the pair is dropped, and msg then names the reason."""
+    return _verify_pair(args)[:9]
+
+
+def _verify_pair(args):
+    """verify_image_label, plus the image's EXIF orientation (which --rect batching needs, see rect.py)."""
     im_file, lb_file, prefix = args
     nm, nf, ne, nc, msg, segments = 0, 0, 0, 0, "", []
     try:
         im = Image.open(im_file)
         im.verify()  # PIL verify
-        shape, orientation = exif_size(im), exif_orientation(im)
+        orientation = exif_orientation(im)
+        shape = displayed_size(im.size, orientation)
         assert (shape[0] > 9) & (shape[1] > 9), f"image size {shape} <10 pixels"
         assert im.format.lower() in IMG_FORMATS, f"invalid image format {im.format}"
         if im.format.lower() in ("jpg", "jpeg"):
@@ -117,7 +124,7 @@ def scan_labels(im_files, label_files, prefix=""):
     nm = nf = ne = nc = 0
     with ThreadPool(NUM_THREADS) as pool:
         for im_file, lb, shape, segments, nm_f, nf_f, ne_f, nc_f, msg, orientation in pool.imap(
-                verify_image_label, zip(im_files, label_files, repeat(prefix))):
+                _verify_pair, zip(im_files, label_files, repeat(prefix))):
             nm, nf, ne, nc = nm + nm_f, nf + nf_f, ne + ne_f, nc + nc_f
             if im_file:
                 for k, v in (("files", im_file), ("labels", lb), ("shapes", shape), ("orientations", orientation),
