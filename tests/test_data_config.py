@@ -51,6 +51,7 @@ def test_check_dataset_paths_names_and_lists(tmp_path, coco128_dir):
         check_dataset({"trian": "a", "val": "b", "names": ["a"]})
 
 
+@pytest.mark.slow
 def test_entry_scripts_report_bad_input_in_one_line(tmp_path):
     """A bad --data or --weights ends the command with exit 1 and a message naming the file, not a traceback."""
     import os
