@@ -132,7 +132,7 @@ def test_tagged_files_load_like_upright_ones(exif_dir, upright_dir, case, loader
 
 @pytest.mark.parametrize("loader", LOADERS)
 def test_orientation_5_and_7_with_perspective_train(exif_dir, loader):
-    """The reported crash: a transposed orientation in a mosaic with perspective > 0 (the canvas path)."""
+    """A transposed orientation (5, 7) in a mosaic with perspective > 0, the canvas path, loads."""
     ds = LOADERS[loader](str(exif_dir), IMG, batch_size=4, **CASES["mosaic_perspective"])
     for i in (4, 6):  # o5.jpg, o7.jpg
         for seed in range(5):

@@ -216,9 +216,15 @@ def test_train_reports_label_errors_in_one_line(tmp_path):
             "0", "--device", "cpu", "--noplots", "--project", str(tmp_path / "runs")]
     bad_class = _tiny_train_set(tmp_path / "c", "0 0.5 0.5 0.2 0.2\n7 0.5 0.5 0.1 0.1\n")
     empty = _tiny_train_set(tmp_path / "e", "")
-    bad_file = tmp_path / "c" / "labels" / "train" / "0.txt"
-    for data, expect in ((bad_class, ["exceeds nc=3", str(bad_file), "line 2"]),
-                         (empty, ["no labels", str(tmp_path / "e" / "images" / "train")])):
+    bad_val = _tiny_train_set(tmp_path / "v")  # good training labels; the validation set has a class 5
+    _img(tmp_path / "v" / "images" / "val" / "0.jpg")
+    (tmp_path / "v" / "labels" / "val").mkdir(parents=True)
+    (tmp_path / "v" / "labels" / "val" / "0.txt").write_text("1 0.5 0.5 0.2 0.2\n2 0.4 0.4 0.1 0.1\n"
+                                                             "5 0.5 0.5 0.1 0.1\n")
+    bad_val.write_text(bad_val.read_text().replace("val: images/train", "val: images/val"))
+    for data, expect in ((bad_class, ["exceeds nc=3", str(tmp_path / "c" / "labels" / "train" / "0.txt"), "line 2"]),
+                         (empty, ["no labels", str(tmp_path / "e" / "images" / "train")]),
+                         (bad_val, ["exceeds nc=3", str(tmp_path / "v" / "labels" / "val" / "0.txt"), "line 3"])):
         p = subprocess.run([sys.executable, "train.py", "--data", str(data), *base], cwd=ROOT, env=env,
                            capture_output=True, text=True, timeout=600)
         assert p.returncode == 1, p.stderr[-3000:]

@@ -316,7 +316,7 @@ class Trainer:
             self.val_loader = create_dataloader(
                 self.data["val"], self.imgsz, bs * 2, self.gs, opt.single_cls, hyp=hyp,
                 cache=None if opt.noval else opt.cache, rect=True, rank=-1, workers=opt.workers * 2, pad=0.5,
-                prefix=colorstr("val: "))[0]
+                prefix=colorstr("val: "), nc=self.nc)[0]
             if not opt.resume:
                 if not opt.noautoanchor:
                     from utils.autoanchor import check_anchors
