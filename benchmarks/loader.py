@@ -21,7 +21,8 @@ if str(ROOT) not in sys.path:
 import cv2  # noqa: E402
 import yaml  # noqa: E402
 
-from utils.dataloaders import LoadImagesAndLabels, StageTimer, create_dataloader  # noqa: E402
+from benchmarks.classic_loader import ClassicLoadImagesAndLabels  # noqa: E402
+from utils.data import LoadImagesAndLabels, StageTimer, make_loader  # noqa: E402
 from utils.dataset_config import check_dataset  # noqa: E402
 
 
@@ -57,9 +58,13 @@ def children_cpu_seconds():
     return total
 
 
+def build_dataset(path, opt, hyp):
+    dataset = ClassicLoadImagesAndLabels if opt.classic else LoadImagesAndLabels
+    return dataset(path, opt.img, opt.batch_size, augment=True, hyp=hyp, cache_images=opt.cache)
+
+
 def throughput(path, opt, hyp):
-    loader, dataset = create_dataloader(path, opt.img, opt.batch_size, 32, hyp=hyp, augment=True, cache=opt.cache,
-                                        workers=opt.workers, shuffle=True, seed=0, fused=not opt.classic)
+    loader = make_loader(build_dataset(path, opt, hyp), opt.batch_size, workers=opt.workers, shuffle=True, seed=0)
     n = 0
     for imgs, *_ in loader:  # warm-up epoch: worker start, first reads
         n += imgs.shape[0]
@@ -78,9 +83,8 @@ def stages(path, opt, hyp):
     """Per-stage cost, in this process with OpenCV sequential (what one worker does: create_dataloader switches
     OpenCV's pool off before the workers fork; thread CPU time would also miss the pool's threads)."""
     cv2.setNumThreads(0)
-    ds = LoadImagesAndLabels(path, opt.img, opt.batch_size, augment=True, hyp=hyp, cache_images=opt.cache,
-                             fused=not opt.classic)
-    ds.profile = StageTimer(clock=time.thread_time)
+    timer = StageTimer(clock=time.thread_time)
+    ds = timer.install(build_dataset(path, opt, hyp))
     import random
     random.seed(0)
     n, t_collate, t0 = 0, 0.0, time.thread_time()
@@ -94,7 +98,7 @@ def stages(path, opt, hyp):
             t_collate += time.thread_time() - tc
             n += len(items)
     total = time.thread_time() - t0
-    t = dict(ds.profile.t)
+    t = dict(timer.t)
     t["collate"] = t_collate
     return {k: v / n * 1e3 for k, v in t.items()}, total / n * 1e3
 

@@ -80,4 +80,5 @@ def other_python():
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: runs whole entry scripts in subprocesses (deselect with -m 'not slow')")
+    config.addinivalue_line("markers", "slow: runs whole train.py/val.py/detect.py/export.py processes "
+                                       "(deselect with -m 'not slow')")

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import yaml
 
-from utils.augmentations import (augment_hsv, augment_hsv_lut, box_candidates, letterbox, random_perspective,
-                                 warp_into)
+from benchmarks.classic_loader import ClassicLoadImagesAndLabels, augment_hsv_lut
+from utils.augmentations import augment_hsv, box_candidates, letterbox, random_perspective, warp_into
 from utils.dataloaders import LoadImagesAndLabels
 from utils.general import ROOT
 
@@ -99,8 +99,8 @@ def check_item(item, imgsz, axis_aligned=True, check_fill=True):
 def test_labels_survive_augmentation(boxes_dataset, fused, extra):
     h = hyp(hsv_h=0.0, hsv_s=0.0, hsv_v=0.0, **extra)  # colours must stay exact to find the boxes
     imgsz = 160
-    ds = LoadImagesAndLabels(str(boxes_dataset / "images"), img_size=imgsz, batch_size=4, augment=True, hyp=h,
-                             fused=fused)
+    dataset = LoadImagesAndLabels if fused else ClassicLoadImagesAndLabels
+    ds = dataset(str(boxes_dataset / "images"), img_size=imgsz, batch_size=4, augment=True, hyp=h)
     random.seed(1)
     np.random.seed(1)
     axis_aligned = not (extra.get("degrees") or extra.get("shear") or extra.get("perspective"))
@@ -113,8 +113,8 @@ def test_fused_mosaic_matches_classic_path(boxes_dataset):
     """Same seeds -> same draws in the same order: labels equal, images nearly equal."""
     imgsz = 160
     kw = dict(img_size=imgsz, batch_size=4, augment=True, hyp=hyp())
-    fast = LoadImagesAndLabels(str(boxes_dataset / "images"), fused=True, **kw)
-    ref = LoadImagesAndLabels(str(boxes_dataset / "images"), fused=False, **kw)
+    fast = LoadImagesAndLabels(str(boxes_dataset / "images"), **kw)
+    ref = ClassicLoadImagesAndLabels(str(boxes_dataset / "images"), **kw)
     diffs = []
     for i in range(12):
         out = []
@@ -208,8 +208,8 @@ def test_polygon_labels_fused_matches_classic(tmp_path):
         row = " ".join(f"{x / 160:.5f} {y / 120:.5f}" for x, y in pts)
         (tmp_path / "labels" / f"{i}.txt").write_text(f"{i} {row}\n")
     kw = dict(img_size=128, batch_size=2, augment=True, hyp=hyp(degrees=15.0))
-    fast = LoadImagesAndLabels(str(tmp_path / "images"), fused=True, **kw)
-    ref = LoadImagesAndLabels(str(tmp_path / "images"), fused=False, **kw)
+    fast = LoadImagesAndLabels(str(tmp_path / "images"), **kw)
+    ref = ClassicLoadImagesAndLabels(str(tmp_path / "images"), **kw)
     assert all(len(s) == 1 for s in fast.segments)
     for i in range(6):
         out = []

@@ -51,6 +51,7 @@ def test_check_dataset_paths_names_and_lists(tmp_path, coco128_dir):
         check_dataset({"trian": "a", "val": "b", "names": ["a"]})
 
 
+@pytest.mark.slow
 def test_entry_scripts_report_bad_input_in_one_line(tmp_path):
     """A bad --data or --weights ends the command with exit 1 and a message naming the file, not a traceback."""
     import os
@@ -110,3 +111,35 @@ def test_shapes_yaml_generates_offline_and_is_learnable_shape(tmp_path):
     gen.make_shapes(tmp_path / "again", n_train=16, n_val=4)
     a = (tmp_path / "shapes" / "labels" / "train" / "train_00003.txt").read_text()
     assert a == (tmp_path / "again" / "labels" / "train" / "train_00003.txt").read_text()
+
+
+def test_yaml_with_python_tags_is_refused_in_one_line(tmp_path):
+    """!!python/object tags would build objects (or run code) under yaml.load; safe_load refuses them, and that
+    refusal names the file instead of ending in a traceback."""
+    marker = tmp_path / "pwned"
+    y = tmp_path / "evil.yaml"
+    y.write_text(f"path: {tmp_path}\ntrain: images\nval: images\n"
+                 f"names: !!python/object/apply:os.system ['touch {marker}']\n")
+    with pytest.raises(DatasetError) as e:
+        check_dataset(str(y))
+    msg = str(e.value)
+    assert str(y) in msg and "\n" not in msg and "!!python" in msg
+    assert not marker.exists()
+
+
+@pytest.mark.slow
+def test_entry_scripts_refuse_python_tags_in_one_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+    marker = tmp_path / "pwned"
+    y = tmp_path / "evil.yaml"
+    y.write_text(f"path: {tmp_path}\ntrain: !!python/object/apply:os.system ['touch {marker}']\nval: images\n"
+                 "names: [a]\n")
+    env = {**os.environ, "YOLO_QUIET": "1", "PYTHONPATH": str(ROOT)}
+    for cmd in (["train.py", "--cfg", "yolov5n.yaml", "--weights", "", "--project", str(tmp_path)],
+                ["val.py", "--weights", str(ROOT.parent / "shared" / "weights" / "yolov5n.pt")]):
+        p = subprocess.run([sys.executable, *cmd, "--data", str(y), "--device", "cpu"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]
+        assert str(y) in p.stderr and not marker.exists(), p.stderr[-3000:]

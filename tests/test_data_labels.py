@@ -181,3 +181,53 @@ def test_shared_coco128_is_never_written(coco128_dir):
     ds = LoadImagesAndLabels(str(coco128_dir / "images" / "train2017"), img_size=64, batch_size=8)
     assert len(ds) == 128 and sum(len(x) for x in ds.labels) == 929
     assert sorted(os.listdir(coco128_dir / "labels")) == before
+
+
+def test_every_label_file_empty_is_one_user_error_line(tmp_path):
+    from utils.errors import UserError
+    for name in ("a.jpg", "b.jpg"):
+        _img(tmp_path / "images" / "train" / name)
+        _lbl(tmp_path, name, "")
+    with pytest.raises(UserError) as e:
+        create_dataloader(str(tmp_path / "images" / "train"), 64, 2, 32, workers=0, augment=True, prefix="train: ")
+    msg = str(e.value)
+    assert "\n" not in msg and str(tmp_path / "images" / "train") in msg and str(tmp_path / "labels") in msg
+    # validation of unlabelled images is allowed (ultralytics too): background images only
+    assert len(create_dataloader(str(tmp_path / "images" / "train"), 64, 2, 32, workers=0)[1]) == 2
+
+
+def _tiny_train_set(root, label_text="0 0.5 0.5 0.2 0.2\n", names=("a", "b", "c")):
+    for i in range(2):
+        _img(root / "images" / "train" / f"{i}.jpg")
+        _lbl(root, f"{i}.jpg", label_text)
+    y = root / "data.yaml"
+    y.write_text(f"path: {root}\ntrain: images/train\nval: images/train\nnames: {list(names)}\n")
+    return y
+
+
+@pytest.mark.slow
+def test_train_reports_label_errors_in_one_line(tmp_path):
+    """train.py: a class id >= nc names the label file and its line; every label empty names the dataset."""
+    import subprocess
+    import sys
+    from utils.general import ROOT
+    env = {**os.environ, "YOLO_QUIET": "1", "PYTHONPATH": str(ROOT)}
+    base = ["--cfg", "yolov5n.yaml", "--weights", "", "--img", "64", "--batch", "2", "--epochs", "1", "--workers",
+            "0", "--device", "cpu", "--noplots", "--project", str(tmp_path / "runs")]
+    bad_class = _tiny_train_set(tmp_path / "c", "0 0.5 0.5 0.2 0.2\n7 0.5 0.5 0.1 0.1\n")
+    empty = _tiny_train_set(tmp_path / "e", "")
+    bad_val = _tiny_train_set(tmp_path / "v")  # good training labels; the validation set has a class 5
+    _img(tmp_path / "v" / "images" / "val" / "0.jpg")
+    (tmp_path / "v" / "labels" / "val").mkdir(parents=True)
+    (tmp_path / "v" / "labels" / "val" / "0.txt").write_text("1 0.5 0.5 0.2 0.2\n2 0.4 0.4 0.1 0.1\n"
+                                                             "5 0.5 0.5 0.1 0.1\n")
+    bad_val.write_text(bad_val.read_text().replace("val: images/train", "val: images/val"))
+    for data, expect in ((bad_class, ["exceeds nc=3", str(tmp_path / "c" / "labels" / "train" / "0.txt"), "line 2"]),
+                         (empty, ["no labels", str(tmp_path / "e" / "images" / "train")]),
+                         (bad_val, ["exceeds nc=3", str(tmp_path / "v" / "labels" / "val" / "0.txt"), "line 3"])):
+        p = subprocess.run([sys.executable, "train.py", "--data", str(data), *base], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 1, p.stderr[-3000:]
+        assert "Traceback" not in p.stderr, p.stderr[-3000:]
+        err = [x for x in p.stderr.splitlines() if expect[0] in x]
+        assert len(err) == 1 and all(s in err[0] for s in expect), p.stderr[-3000:]

@@ -41,20 +41,6 @@ def augment_hsv(im, hgain=0.5, sgain=0.5, vgain=0.5, to_rgb=False):
     return im
 
 
-def augment_hsv_lut(im, hgain=0.5, sgain=0.5, vgain=0.5):
-    """ultralytics' LUT formulation, kept as the reference the tests compare augment_hsv against."""
-    r = np.random.uniform(-1, 1, 3) * [hgain, sgain, vgain] + 1
-    if hgain or sgain or vgain:
-        x = np.arange(0, 256, dtype=r.dtype)
-        lut = np.empty((1, 256, 3), np.uint8)
-        lut[0, :, 0] = ((x * r[0]) % 180).astype(np.uint8)
-        lut[0, :, 1] = np.clip(x * r[1], 0, 255).astype(np.uint8)
-        lut[0, :, 2] = np.clip(x * r[2], 0, 255).astype(np.uint8)
-        hsv = cv2.LUT(cv2.cvtColor(im, cv2.COLOR_BGR2HSV), lut)
-        cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR, dst=im)
-    return im
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # Letterbox
 def letterbox(im, new_shape=(640, 640), color=GREY, auto=True, scaleFill=False, scaleup=True, stride=32):

@@ -3,6 +3,7 @@ of either), ``names`` (dict or list, ``nc`` optional), optional ``download`` (zi
 code) that runs only when the data is missing."""
 import difflib
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -34,8 +35,24 @@ def find_yaml(file):
 
 
 def load_yaml(file):
+    """A data YAML as plain values. Tags that would build Python objects (!!python/object, ...) are refused by
+    safe_load; that refusal, and any syntax error, becomes one DatasetError line naming the file."""
     with open(file, errors="ignore") as f:
-        return yaml.safe_load(f) or {}
+        try:
+            return yaml.safe_load(f) or {}
+        except yaml.YAMLError as e:
+            raise DatasetError(_yaml_error_line(file, e)) from None
+
+
+def _yaml_error_line(file, e):
+    mark = getattr(e, "problem_mark", None)
+    where = f"{file}, line {mark.line + 1}" if mark is not None else str(file)
+    tag = re.search(r"tag:yaml\.org,2002:(\S+?)'", str(getattr(e, "problem", "")))
+    if isinstance(e, yaml.constructor.ConstructorError) and tag:
+        return (f"{where}: the tag '!!{tag.group(1)}' is not allowed in a data YAML, which holds plain values only "
+                "(paths, names, numbers): remove the tag.")
+    problem = " ".join(str(getattr(e, "problem", None) or e).split())
+    return f"{where}: not valid YAML ({problem}): fix the file."
 
 
 def _normalize_names(data, file):

@@ -312,17 +312,14 @@ class Trainer:
                 self.data["train"], self.imgsz, bs, self.gs, opt.single_cls, hyp=hyp, augment=True,
                 cache=None if opt.cache == "val" else opt.cache, rect=opt.rect, rank=self.local_rank,
                 workers=opt.workers, image_weights=opt.image_weights, quad=opt.quad, prefix=colorstr("train: "),
-                shuffle=True, seed=opt.seed)
+                shuffle=True, seed=opt.seed, nc=self.nc)  # nc: a class id >= nc stops naming the file and line
         labels = np.concatenate([np.asarray(l).reshape(-1, 5) for l in self.dataset.labels], 0)
-        if len(labels) and int(labels[:, 0].max()) >= self.nc:
-            raise TrainingError(f"Label class {int(labels[:, 0].max())} exceeds nc={self.nc} in {opt.data}. "
-                                f"Possible class labels are 0-{self.nc - 1}")
         self.nb = len(self.train_loader)
         if self.main:
             self.val_loader = create_dataloader(
                 self.data["val"], self.imgsz, bs * 2, self.gs, opt.single_cls, hyp=hyp,
                 cache=None if opt.noval else opt.cache, rect=True, rank=-1, workers=opt.workers * 2, pad=0.5,
-                prefix=colorstr("val: "))[0]
+                prefix=colorstr("val: "), nc=self.nc)[0]
             if not opt.resume:
                 if not opt.noautoanchor:
                     from utils.autoanchor import check_anchors

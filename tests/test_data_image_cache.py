@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 import pytest
 
-import utils.dataloaders as dl
+import utils.data.image_cache as image_cache
 from utils.dataloaders import LoadImagesAndLabels
 
 
@@ -35,7 +35,7 @@ def test_ram_cache_same_images_at_training_size(four_images):
 
 
 def test_ram_cache_refused_when_memory_is_short(four_images, monkeypatch):
-    monkeypatch.setattr(dl, "_mem_available", lambda: 1000)  # 1 kB free
+    monkeypatch.setattr(image_cache, "_mem_available", lambda: 1000)  # 1 kB free
     ds = LoadImagesAndLabels(str(four_images), img_size=160, batch_size=2, cache_images="ram")
     assert ds.cache is None and all(im is None for im in ds.ims)
     assert len(_items(ds)) == 4  # still loads, from the files

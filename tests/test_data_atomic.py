@@ -1,0 +1,49 @@
+"""Whole-or-nothing writes and the cleanup of what interrupted ones leave (utils/data/atomic.py)."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from utils.data.atomic import is_stale_temp_file, remove_stale_temp_files, temp_path_for, write_atomically
+
+
+def _dead_pid():
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_stale_means_writer_gone(tmp_path):
+    target = tmp_path / "train.cache"
+    mine = temp_path_for(target)
+    host = mine.name.rsplit(".", 3)[1]
+    dead = tmp_path / f"train.cache.{host}.{_dead_pid()}.tmp"
+    alive = tmp_path / f"train.cache.{host}.{os.getppid()}.tmp"  # the process that started this test
+    far_new = tmp_path / "train.cache.otherhost.12345.tmp"
+    far_old = tmp_path / "train.cache.otherhost.23456.tmp"
+    unrelated = tmp_path / "train.cache.notes.tmp"
+    for f in (mine, dead, alive, far_new, far_old, unrelated):
+        f.write_bytes(b"partial")
+    old = time.time() - 2 * 3600
+    os.utime(far_old, (old, old))
+    assert [is_stale_temp_file(f) for f in (mine, dead, alive, far_new, far_old, unrelated)] == \
+        [False, True, False, False, True, False]
+    assert remove_stale_temp_files(tmp_path, "train.cache.") == 2
+    assert not dead.exists() and not far_old.exists() and mine.exists() and alive.exists()
+
+
+def test_write_is_whole_or_nothing(tmp_path):
+    target = tmp_path / "x.bin"
+    target.write_bytes(b"old")
+
+    def fails(f):
+        f.write(b"half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        write_atomically(target, fails)
+    assert target.read_bytes() == b"old" and [f.name for f in tmp_path.iterdir()] == ["x.bin"]
+    write_atomically(target, lambda f: f.write(b"new"))
+    assert target.read_bytes() == b"new" and [f.name for f in tmp_path.iterdir()] == ["x.bin"]

@@ -1,0 +1,87 @@
+"""Image and label files: which files a dataset path means, where each image's label file is, and image sizes as
+the EXIF orientation tag displays them."""
+import glob
+import os
+from pathlib import Path
+
+from PIL import ExifTags, ImageOps
+
+IMG_FORMATS = "bmp", "dng", "jpeg", "jpg", "mpo", "png", "tif", "tiff", "webp", "pfm"
+VID_FORMATS = "asf", "avi", "gif", "m4v", "mkv", "mov", "mp4", "mpeg", "mpg", "ts", "wmv"
+NUM_THREADS = min(8, max(1, (os.cpu_count() or 1) - 1))
+WARN = "WARNING ⚠️"
+HELP_URL = "See https://docs.ultralytics.com/yolov5/tutorials/train_custom_data"
+
+ORIENTATION_TAG = next((k for k, v in ExifTags.TAGS.items() if v == "Orientation"), 274)
+TRANSPOSING_ORIENTATIONS = (5, 6, 7, 8)  # EXIF orientations whose display swaps width and height
+
+
+def img2label_paths(img_paths):
+    """/images/ -> /labels/ and the extension -> .txt (last /images/ in the path, like ultralytics)."""
+    sa, sb = f"{os.sep}images{os.sep}", f"{os.sep}labels{os.sep}"
+    return [sb.join(x.rsplit(sa, 1)).rsplit(".", 1)[0] + ".txt" for x in img_paths]
+
+
+def list_image_files(path, prefix=""):
+    """A folder (recursive), a .txt list of images (relative to the list's folder), a glob, or a list of those."""
+    files = []
+    for p in path if isinstance(path, (list, tuple)) else [path]:
+        p = Path(p)
+        if p.is_dir():
+            files += glob.glob(str(p / "**" / "*.*"), recursive=True)
+        elif p.is_file():
+            parent = str(p.parent) + os.sep
+            with open(p) as t:
+                lines = t.read().strip().splitlines()
+            files += [x.replace("./", parent, 1) if x.startswith("./") else x for x in lines if x.strip()]
+        elif any(c in str(p) for c in "*?["):
+            files += glob.glob(str(p), recursive=True)
+        else:
+            raise FileNotFoundError(f"{prefix}{p} does not exist")
+    files = sorted(x.replace("/", os.sep) for x in files if x.split(".")[-1].lower() in IMG_FORMATS)
+    if not files:
+        raise FileNotFoundError(f"{prefix}No images found in {path}. Supported formats are {IMG_FORMATS}. {HELP_URL}")
+    return files
+
+
+def is_writeable(d):
+    """A folder we may write to: os.access, and also its mode bits, because root passes os.access on folders
+    that are marked read-only (shared data must never be modified)."""
+    try:
+        return os.access(d, os.W_OK) and bool(os.stat(d).st_mode & 0o222)
+    except OSError:
+        return False
+
+
+def exif_orientation(img):
+    """The EXIF orientation tag (1-8) of a PIL image, 0 when it has none or it cannot be read."""
+    try:
+        value = int(img.getexif().get(ORIENTATION_TAG) or 0)
+    except Exception:  # a broken EXIF block is the image's problem, not the loader's: treat as untagged
+        return 0
+    return value if 1 <= value <= 8 else 0
+
+
+def displayed_size(wh, orientation):
+    """Stored (w, h) -> (w, h) as displayed: OpenCV and PIL apply the orientation tag when decoding, and for
+    orientations 5-8 (transposed, rotated 90 or 270) that swaps width and height."""
+    return (wh[1], wh[0]) if orientation in TRANSPOSING_ORIENTATIONS else tuple(wh)
+
+
+def exif_size(img):
+    """PIL image size (w, h) as displayed (see displayed_size)."""
+    return displayed_size(img.size, exif_orientation(img))
+
+
+def exif_transpose(image):
+    """A PIL image with its EXIF orientation applied (and the tag removed), as ultralytics' helper of that name."""
+    return ImageOps.exif_transpose(image)
+
+
+def ultralytics_rect_wh(wh, orientation):
+    """(w, h) as ultralytics' label cache records it, which decides --rect batch order and shapes there: its EXIF
+    size swaps only for orientations 6 and 8, so 5 and 7 keep their stored, untransposed size. Used only for
+    --rect batches, so that they (and the padding that moves mAP) are the official ones; everything that touches
+    pixels uses the displayed size."""
+    w, h = wh
+    return (h, w) if orientation in (5, 7) else (w, h)

@@ -1,0 +1,82 @@
+"""--cache ram / --cache disk: decoded images at the training size, kept in memory or as .npy files, so an epoch
+reads no JPEG. Disk caches sit beside the images (or in a per-user folder when the images are read-only) and are
+named after the image's mtime and size, so an edited image is never served from a stale file."""
+import hashlib
+import os
+from multiprocessing.pool import ThreadPool
+from pathlib import Path
+
+import numpy as np
+
+from utils.data.atomic import remove_stale_temp_files, write_atomically
+from utils.data.files import NUM_THREADS, WARN, is_writeable
+from utils.general import LOGGER
+
+
+def _mem_available():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def disk_cache_dir(im_dir):
+    """The folder for .npy caches of images in im_dir: im_dir itself when writable, else a per-folder user cache."""
+    im_dir = Path(im_dir)
+    if is_writeable(im_dir):
+        return im_dir
+    base = Path(os.environ.get("YOLO_CACHE_DIR", Path.home() / ".cache" / "yolov5"))
+    return base / "npy" / hashlib.sha1(str(im_dir.resolve()).encode()).hexdigest()[:16]
+
+
+def npy_path(im_file, img_size):
+    """The .npy for one image at one training size. The name carries the image's mtime and size, so an edited
+    image gets a new cache file and the old one is never read again."""
+    st = os.stat(im_file)
+    key = hashlib.sha1(f"{st.st_mtime_ns}-{st.st_size}-{img_size}".encode()).hexdigest()[:10]
+    p = Path(im_file)
+    return disk_cache_dir(p.parent) / f"{p.stem}.{img_size}.{key}.npy"
+
+
+def ram_cache_fits(nbytes, safety_margin=0.1, prefix=""):
+    """True when nbytes of images fit in available memory with a margin; says which way it went."""
+    avail = _mem_available()
+    if avail is None:
+        return True
+    ok = nbytes * (1 + safety_margin) < avail
+    if not ok:
+        LOGGER.warning(f"{prefix}{WARN} {nbytes / (1 << 30):.2f}GB RAM required (+{safety_margin:.0%} margin), "
+                       f"{avail / (1 << 30):.2f}GB available: not caching images in RAM")
+    else:
+        LOGGER.info(f"{prefix}Caching images ({nbytes / (1 << 30):.2f}GB of {avail / (1 << 30):.1f}GB available RAM)")
+    return ok
+
+
+def fill_image_cache(dataset, kind):
+    """Decode dataset.indices once: into dataset.ims (ram) or into .npy files listed in dataset.npy_files (disk)."""
+    folders = set()
+
+    def work(i):
+        if kind == "disk":
+            f = npy_path(dataset.im_files[i], dataset.img_size)
+            if not f.exists():
+                f.parent.mkdir(parents=True, exist_ok=True)
+                if f.parent not in folders:  # once per folder: what interrupted writes left there
+                    folders.add(f.parent)
+                    remove_stale_temp_files(f.parent, "")
+                im = dataset.load_image(i)[0]
+                for old in f.parent.glob(f"{Path(dataset.im_files[i]).stem}.*.npy"):  # stale sizes/versions
+                    old.unlink(missing_ok=True)
+                write_atomically(f, lambda fh: np.save(fh, im))
+            dataset.npy_files[i] = str(f)
+            return os.path.getsize(f)
+        dataset.ims[i] = dataset.load_image(i)[0]
+        return dataset.ims[i].nbytes
+
+    with ThreadPool(NUM_THREADS) as pool:
+        b = sum(pool.imap(work, [int(i) for i in dataset.indices]))
+    LOGGER.info(f"{dataset.prefix}Cached {len(dataset.indices)} images ({b / 1e9:.2f}GB {kind})")

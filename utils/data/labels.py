@@ -1,0 +1,167 @@
+"""Label files: verify each image/label pair (with ultralytics' messages), scan a dataset in parallel, and the checks
+that stop a run with one line naming the file to fix."""
+import os
+import threading
+from itertools import repeat
+from multiprocessing.pool import ThreadPool
+
+import cv2
+import numpy as np
+from PIL import Image, ImageFile, ImageOps
+
+from utils.augmentations import segments2boxes
+from utils.data.atomic import write_atomically
+from utils.data.files import (HELP_URL, IMG_FORMATS, NUM_THREADS, WARN, displayed_size, exif_orientation,
+                              is_writeable)
+from utils.errors import UserError
+
+
+class LabelError(UserError, ValueError):
+    """The labels cannot be trained on (none at all, a class id the data YAML does not name); the message names
+    the dataset or label file and line, and what to change."""
+
+
+_PIL_TRUNCATED_LOCK = threading.Lock()
+
+
+def _restore_jpeg(im_file):
+    """Re-save a JPEG that lacks its end marker (truncated): PIL decodes what is there (OpenCV refuses such files),
+    EXIF-rotated, written back at quality 100, 4:4:4, atomically, like ultralytics."""
+    with _PIL_TRUNCATED_LOCK:  # PIL's switch is global: set it only around this decode
+        old = ImageFile.LOAD_TRUNCATED_IMAGES
+        ImageFile.LOAD_TRUNCATED_IMAGES = True
+        try:
+            im = ImageOps.exif_transpose(Image.open(im_file))
+            im.load()
+        finally:
+            ImageFile.LOAD_TRUNCATED_IMAGES = old
+    write_atomically(im_file, lambda f: im.save(f, "JPEG", subsampling=0, quality=100))
+
+
+def _check_jpeg_end(im_file, prefix):
+    """'' when the JPEG is whole, else the warning for the truncated file (restored when it may be written)."""
+    with open(im_file, "rb") as f:
+        f.seek(-2, 2)
+        if f.read() == b"\xff\xd9":
+            return ""
+    try:
+        if not (is_writeable(os.path.dirname(im_file)) and os.access(im_file, os.W_OK)
+                and os.stat(im_file).st_mode & 0o222):
+            raise PermissionError("read-only")
+        _restore_jpeg(im_file)
+        return f"{prefix}{WARN} {im_file}: corrupt JPEG restored and saved"
+    except OSError as e:  # read-only data: usable only if OpenCV decodes it as it is
+        if cv2.imdecode(np.fromfile(im_file, np.uint8), cv2.IMREAD_COLOR) is None:
+            raise ValueError(f"truncated JPEG that could not be restored ({e})") from e
+        return f"{prefix}{WARN} {im_file}: corrupt JPEG (no end marker), could not restore ({e}); using it"
+
+
+def _read_label_file(lb_file, im_file, prefix):
+    """(labels (n, 5) float32, segments, nf, ne, msg) of one label file (the caller counts it missing)."""
+    segments, msg = [], ""
+    with open(lb_file) as f:
+        rows = [x.split() for x in f.read().strip().splitlines() if len(x.strip())]
+    if any(len(x) > 6 for x in rows):  # polygons: class x1 y1 x2 y2 ...
+        classes = np.array([x[0] for x in rows], dtype=np.float32)
+        segments = [np.array(x[1:], dtype=np.float32).reshape(-1, 2) for x in rows]
+        lb = np.concatenate((classes.reshape(-1, 1), segments2boxes(segments)), 1)
+    lb = np.array(rows, dtype=np.float32) if not segments else lb.astype(np.float32)
+    nl = len(lb)
+    if not nl:
+        return np.zeros((0, 5), dtype=np.float32), [], 1, 1, ""  # label file empty: a background image
+    assert lb.ndim == 2 and lb.shape[1] == 5, \
+        f"labels require 5 columns, {lb.shape[1] if lb.ndim == 2 else 'ragged'} columns detected"
+    assert np.isfinite(lb).all(), "non-finite label values"
+    assert (lb >= 0).all(), f"negative label values {lb[lb < 0]}"
+    assert (lb[:, 1:] <= 1).all(), f"non-normalized or out of bounds coordinates {lb[:, 1:][lb[:, 1:] > 1]}"
+    _, i = np.unique(lb, axis=0, return_index=True)
+    if len(i) < nl:  # duplicate rows
+        i = np.sort(i)
+        lb = lb[i]
+        if segments:
+            segments = [segments[x] for x in i]
+        msg = f"{prefix}{WARN} {im_file}: {nl - len(i)} duplicate labels removed"
+    return lb, segments, 1, 0, msg
+
+
+def verify_image_label(args):
+    """ultralytics' check of one (image, label file, prefix): (im_file, labels (n,5), shape (w,h) as displayed,
+    segments, nm, nf, ne, nc, msg); im_file is None when the pair is dropped, and msg then names the reason."""
+    return _verify_pair(args)[:9]
+
+
+def _verify_pair(args):
+    """verify_image_label, plus the image's EXIF orientation (which --rect batching needs, see rect.py)."""
+    im_file, lb_file, prefix = args
+    nm, nf, ne, nc, msg, segments = 0, 0, 0, 0, "", []
+    try:
+        im = Image.open(im_file)
+        im.verify()  # PIL verify
+        orientation = exif_orientation(im)
+        shape = displayed_size(im.size, orientation)
+        assert (shape[0] > 9) & (shape[1] > 9), f"image size {shape} <10 pixels"
+        assert im.format.lower() in IMG_FORMATS, f"invalid image format {im.format}"
+        if im.format.lower() in ("jpg", "jpeg"):
+            msg = _check_jpeg_end(im_file, prefix)
+        if os.path.isfile(lb_file):
+            lb, segments, nf, ne, dup_msg = _read_label_file(lb_file, im_file, prefix)
+            msg = dup_msg or msg
+        else:
+            nm = 1  # label missing: a background image
+            lb = np.zeros((0, 5), dtype=np.float32)
+        return im_file, lb, shape, segments, nm, nf, ne, nc, msg, orientation
+    except Exception as e:
+        nc = 1
+        msg = f"{prefix}{WARN} {im_file}: ignoring corrupt image/label: {e}"
+        return None, None, None, None, nm, nf, ne, nc, msg, 0
+
+
+def scan_labels(im_files, label_files, prefix=""):
+    """Verify every pair in parallel. Returns the scan as a dict: files, labels, shapes (w, h), orientations,
+    segments (per kept image), msgs (per dropped or repaired file) and results (found, missing, empty, corrupt,
+    total)."""
+    scan = {"files": [], "labels": [], "shapes": [], "orientations": [], "segments": [], "msgs": []}
+    nm = nf = ne = nc = 0
+    with ThreadPool(NUM_THREADS) as pool:
+        for im_file, lb, shape, segments, nm_f, nf_f, ne_f, nc_f, msg, orientation in pool.imap(
+                _verify_pair, zip(im_files, label_files, repeat(prefix))):
+            nm, nf, ne, nc = nm + nm_f, nf + nf_f, ne + ne_f, nc + nc_f
+            if im_file:
+                for k, v in (("files", im_file), ("labels", lb), ("shapes", shape), ("orientations", orientation),
+                             ("segments", segments)):
+                    scan[k].append(v)
+            if msg:
+                scan["msgs"].append(msg)
+    scan["results"] = (nf, nm, ne, nc, len(im_files))
+    return scan
+
+
+def require_labels(labels, path, label_dir, prefix=""):
+    """Training needs at least one box: stop with one line naming the images and the labels folder."""
+    if not any(len(x) for x in labels):
+        raise LabelError(f"{prefix}All labels empty: no labels for the {len(labels)} images in {path} (every label "
+                         f"file under {label_dir} is empty or missing), can not start training. Put one "
+                         f"'class x_center y_center width height' line (normalized 0-1) per object in "
+                         f"labels/<name>.txt beside images/. {HELP_URL}")
+
+
+def _first_line_with_class(lb_file, nc):
+    try:
+        with open(lb_file) as f:
+            for j, row in enumerate(f, 1):
+                parts = row.split()
+                if parts and float(parts[0]) >= nc:
+                    return j
+    except (OSError, ValueError):
+        pass
+    return "?"
+
+
+def check_classes(labels, label_files, im_files, nc, prefix=""):
+    """Stop with a message naming the label file and line when a class id is >= nc."""
+    for lb, im_file, lb_file in zip(labels, im_files, label_files):
+        if len(lb) and lb[:, 0].max() >= nc:
+            bad = int(lb[:, 0].max())
+            raise LabelError(f"{prefix}Label class {bad} exceeds nc={nc} in {lb_file}, line "
+                             f"{_first_line_with_class(lb_file, nc)} (image {im_file}). Possible class labels are "
+                             f"0-{nc - 1}: fix the label, or the data YAML's names.")

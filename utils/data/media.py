@@ -1,0 +1,92 @@
+"""Inference sources for detect.py: images and videos from a file, folder, glob or .txt list."""
+import glob
+import os
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from utils.augmentations import letterbox
+from utils.data.files import IMG_FORMATS, VID_FORMATS
+
+
+class LoadImages:
+    """Iterating yields (path, im letterboxed CHW RGB uint8, im0 original BGR, video capture or None, info string)."""
+
+    def __init__(self, path, img_size=640, stride=32, auto=True, transforms=None, vid_stride=1):
+        files = []
+        paths = path if isinstance(path, (list, tuple)) else [path]
+        for p in paths:
+            p = str(Path(p).resolve()) if not any(c in str(p) for c in "*?[") else str(p)
+            if str(p).endswith(".txt") and os.path.isfile(p):
+                files += [x.strip() for x in Path(p).read_text().splitlines() if x.strip()]
+            elif any(c in p for c in "*?["):
+                files += sorted(glob.glob(p, recursive=True))
+            elif os.path.isdir(p):
+                files += sorted(glob.glob(os.path.join(p, "*.*")))
+            elif os.path.isfile(p):
+                files.append(p)
+            else:
+                raise FileNotFoundError(f"{p} does not exist")
+        images = [x for x in files if x.split(".")[-1].lower() in IMG_FORMATS]
+        videos = [x for x in files if x.split(".")[-1].lower() in VID_FORMATS]
+        ni, nv = len(images), len(videos)
+        self.img_size = img_size
+        self.stride = stride
+        self.files = images + videos
+        self.nf = ni + nv
+        self.video_flag = [False] * ni + [True] * nv
+        self.mode = "image"
+        self.auto = auto
+        self.transforms = transforms
+        self.vid_stride = vid_stride
+        self.cap = None
+        if any(videos):
+            self._new_video(videos[0])
+        if self.nf == 0:
+            raise FileNotFoundError(f"No images or videos found in {path}. Supported formats are:\n"
+                                    f"images: {IMG_FORMATS}\nvideos: {VID_FORMATS}")
+
+    def __iter__(self):
+        self.count = 0
+        return self
+
+    def __next__(self):
+        if self.count == self.nf:
+            raise StopIteration
+        path = self.files[self.count]
+        if self.video_flag[self.count]:
+            self.mode = "video"
+            for _ in range(self.vid_stride):
+                self.cap.grab()
+            ret_val, im0 = self.cap.retrieve()
+            while not ret_val:
+                self.count += 1
+                self.cap.release()
+                if self.count == self.nf:
+                    raise StopIteration
+                path = self.files[self.count]
+                self._new_video(path)
+                ret_val, im0 = self.cap.read()
+            self.frame += 1
+            s = f"video {self.count + 1}/{self.nf} ({self.frame}/{self.frames}) {path}: "
+        else:
+            self.count += 1
+            im0 = cv2.imread(path)
+            if im0 is None:
+                raise FileNotFoundError(f"Image Not Found {path}")
+            s = f"image {self.count}/{self.nf} {path}: "
+        if self.transforms:
+            im = self.transforms(im0)
+        else:
+            im = letterbox(im0, self.img_size, stride=self.stride, auto=self.auto)[0]
+            im = np.ascontiguousarray(im.transpose((2, 0, 1))[::-1])  # HWC BGR -> CHW RGB
+        return path, im, im0, self.cap, s
+
+    def _new_video(self, path):
+        self.frame = 0
+        self.cap = cv2.VideoCapture(path)
+        self.frames = int(self.cap.get(cv2.CAP_PROP_FRAME_COUNT) / self.vid_stride)
+
+    def __len__(self):
+        return self.nf
