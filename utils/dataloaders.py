@@ -7,9 +7,10 @@ from utils.data import (HELP_URL, IMG_FORMATS, VID_FORMATS, LabelError, LoadImag
 from utils.data.files import is_writeable
 from utils.data.image_cache import disk_cache_dir, npy_path
 from utils.data.label_cache import CACHE_VERSION, cache_path_for
+from utils.streams import LoadStreams
 
 __all__ = ["CACHE_VERSION", "HELP_URL", "IMG_FORMATS", "VID_FORMATS", "LabelError", "LoadImages",
-           "LoadImagesAndLabels", "SeedWorker", "StageTimer", "YoloSampler", "cache_path_for", "collate_fn",
+           "LoadImagesAndLabels", "LoadStreams", "SeedWorker", "StageTimer", "YoloSampler", "cache_path_for", "collate_fn",
            "collate_quad", "create_dataloader", "disk_cache_dir", "exif_size", "exif_transpose", "get_hash",
            "img2label_paths", "is_writeable", "list_image_files", "make_loader", "npy_path", "rank_share",
            "rect_batch_shapes", "verify_image_label"]
