@@ -81,10 +81,12 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
     dataloader = create_dataloader(data[task], imgsz, batch_size, model.stride, single_cls, pad=pad, rect=rect,
                                    workers=workers, prefix=colorstr(f"{task}: "))[0]
 
-    evaluator = evaluator_for_dataset(data, model.names, save_dir, single_cls, plots, verbose or nc < 50, task,
-                                      save_txt, save_conf, save_json, weights)
-    results = run_validation(model, dataloader, evaluator, None, half, augment, conf_thres, iou_thres, max_det,
-                             save_hybrid, speed_shape=(batch_size, 3, imgsz, imgsz))
+    evaluator = evaluator_for_dataset(data, model.names, save_dir, single_cls=single_cls, plots=plots,
+                                      verbose=verbose or nc < 50, task=task, save_txt=save_txt, save_conf=save_conf,
+                                      save_json=save_json, weights=weights)
+    results = run_validation(model, dataloader, evaluator, half=half, augment=augment, conf_thres=conf_thres,
+                             iou_thres=iou_thres, max_det=max_det, save_hybrid=save_hybrid,
+                             speed_shape=(batch_size, 3, imgsz, imgsz))
     s = f"\n{len(list(save_dir.glob('labels/*.txt')))} labels saved to {save_dir / 'labels'}" if save_txt else ""
     LOGGER.info(f"Results saved to {colorstr('bold', save_dir)}{s}")
     return results

@@ -109,10 +109,11 @@ def validate_model(model, dataloader, data, single_cls=False, half=False, comput
     if isinstance(data, (str, Path)):
         data = check_dataset(data)
     model.eval()
-    evaluator = evaluator_for_dataset(data, model_names(model), save_dir, single_cls, plots, verbose, task, save_txt,
-                                      save_conf, save_json)
+    evaluator = evaluator_for_dataset(data, model_names(model), save_dir, single_cls=single_cls, plots=plots,
+                                      verbose=verbose, task=task, save_txt=save_txt, save_conf=save_conf,
+                                      save_json=save_json)
     try:
-        return run_validation(model, dataloader, evaluator, compute_loss, half, augment, conf_thres, iou_thres,
-                              max_det, save_hybrid)
+        return run_validation(model, dataloader, evaluator, compute_loss=compute_loss, half=half, augment=augment,
+                              conf_thres=conf_thres, iou_thres=iou_thres, max_det=max_det, save_hybrid=save_hybrid)
     finally:
         model.float()
