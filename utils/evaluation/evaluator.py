@@ -18,6 +18,7 @@ import numpy as np
 
 from utils.evaluation.matching import labels_in_pixels, match_image
 from utils.general import LOGGER
+from utils.inference.label_txt import write_label_txt
 from utils.metrics import ConfusionMatrix, ap_per_class
 
 IOU_THRESHOLDS = np.linspace(0.5, 0.95, 10)  # mAP@0.5:0.95
@@ -71,8 +72,8 @@ class DetectionEvaluator:
     def __init__(self, nc, names, iouv=IOU_THRESHOLDS, single_cls=False, plots=False, save_dir=Path(""),
                  verbose=False, task="val", save_txt=False, save_conf=False, coco=None):
         self.nc, self.names, self.iouv = int(nc), dict(names), np.asarray(iouv)
-        self.single_cls, self.plots, self.save_dir, self.verbose, self.task = single_cls, plots, Path(save_dir), \
-            verbose, task
+        self.single_cls, self.plots, self.save_dir = single_cls, plots, Path(save_dir)
+        self.verbose, self.task = verbose, task
         self.save_txt, self.save_conf, self.coco = save_txt, save_conf, coco
         self.confusion_matrix = ConfusionMatrix(nc=self.nc)
         self.stats = []  # per image: (correct (n, T) bool, conf (n,), predicted class (n,), label classes (m,))
@@ -82,7 +83,7 @@ class DetectionEvaluator:
         """One batch. preds: per image (n, 6) [xyxy, conf, cls] (NMS output, tensor or numpy) in pixels of the
         letterboxed input; targets: (m, 6) [image index, cls, x, y, w, h] normalized to the input (the loader's);
         shapes: per image (original (h, w), ((gain_h, gain_w), (pad_w, pad_h))) as the loader gives them;
-        input_hw: the batch's (height, width); paths: the image files (names of --save-txt and JSON entries)."""
+        input_hw: the batch's (height, width); paths: the image files (needed with save_txt or coco)."""
         labels_all = labels_in_pixels(targets, input_hw)
         for si, pred in enumerate(preds):
             pred = _numpy(pred).astype(np.float32)
@@ -101,15 +102,11 @@ class DetectionEvaluator:
             if labels.shape[0] and self.plots:
                 self.confusion_matrix.process_batch(predn, labelsn)
             self.stats.append((correct, pred[:, 4], pred[:, 5], labels[:, 0]))
-            if paths is not None:
-                self._save_image_outputs(predn, Path(paths[si]), shapes[si][0])
-
-    def _save_image_outputs(self, predn, path, shape0):
-        if self.save_txt:
-            from utils.inference.label_txt import write_label_txt
-            write_label_txt(self.save_dir / "labels" / f"{path.stem}.txt", predn, shape0, self.save_conf)
-        if self.coco is not None:
-            self.coco.add(predn, path)
+            if self.save_txt:
+                write_label_txt(self.save_dir / "labels" / f"{Path(paths[si]).stem}.txt", predn, shapes[si][0],
+                                self.save_conf)
+            if self.coco is not None:
+                self.coco.add(predn, paths[si])
 
     def plot_batch(self, batch_i, im, targets, preds, paths, max_det=300):
         """With plots, the first three batches as val_batch{i}_labels.jpg and val_batch{i}_pred.jpg."""
