@@ -52,6 +52,6 @@ def test_preprocess_scales_and_batches_without_touching_its_input():
 def test_load_model_rounds_imgsz_to_the_stride(yolov5n_pt):
     model, imgsz = load_model(str(yolov5n_pt), device="cpu", imgsz=[100, 250])
     assert imgsz == [128, 256] and model.stride == 32 and model.names[0] == "person" and model.pt
-    assert load_model(str(yolov5n_pt), device="cpu", imgsz=320)[1] == 320
+    assert load_model(str(yolov5n_pt), device=torch.device("cpu"), imgsz=320)[1] == 320  # a device object too
     x = preprocess(np.zeros((3, 128, 256), np.uint8), model.device)
     assert to_numpy(model(x)[0]).shape[:2] == (1, 3 * (16 * 32 + 8 * 16 + 4 * 8))
