@@ -13,56 +13,24 @@ Usage:
     --weights also takes yolov5s.torchscript, yolov5s.onnx, yolov5s_openvino_model (export.py writes them).
 Outputs go to runs/detect/exp*: annotated images/videos, labels/*.txt (--save-txt; --save-format 0 YOLO
 class x y w h, 1 Pascal-VOC class x1 y1 x2 y2, both normalized to 0-1), crops/ (--save-crop), predictions.csv
-(--save-csv). Unreadable images are reported and skipped. For a Python call that returns boxes, see
-utils/inference.py (Detector).
+(--save-csv). Unreadable images are reported and skipped. The work is done in utils/inference/ (loader, steps,
+frame loop, outputs); for a Python call that returns boxes, see its Detector.
 """
 import argparse
-import csv
 import sys
-import time
 from pathlib import Path
-
-import cv2
-import numpy as np
 
 ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
-from utils.backend import inference_mode, select_device, wait_for_work  # noqa: E402
-from utils.errors import UserError, exit_on_user_error  # noqa: E402
-from utils.general import (LOGGER, check_img_size, colorstr, increment_path, non_max_suppression,  # noqa: E402
-                           xyxy2xywh)
-from utils.inference import preprocess, to_original  # noqa: E402
-from utils.plots import Annotator, colors, save_one_box  # noqa: E402
-
-
-class _Timer:
-    def __init__(self, device):
-        self.t, self.dt, self.device = 0.0, 0.0, device
-
-    def __enter__(self):
-        wait_for_work(self.device)
-        self.start = time.perf_counter()
-        return self
-
-    def __exit__(self, *args):
-        wait_for_work(self.device)
-        self.dt = time.perf_counter() - self.start
-        self.t += self.dt
-
-
-def _frames(dataset):
-    """Iterate a LoadImages dataset, reporting and skipping images that cannot be read instead of stopping."""
-    it = iter(dataset)
-    while True:
-        try:
-            yield next(it)
-        except StopIteration:
-            return
-        except FileNotFoundError as e:  # LoadImages has already moved past the bad file
-            LOGGER.warning(f"WARNING: skipping unreadable image: {e}")
-            _frames.skipped += 1
+from utils.backend import inference_mode  # noqa: E402
+from utils.errors import exit_on_user_error  # noqa: E402
+from utils.general import LOGGER, colorstr, increment_path  # noqa: E402
+from utils.inference import check_save_format, load_model, ms_per_image  # noqa: E402
+from utils.inference.outputs import DetectionOutputs  # noqa: E402
+from utils.inference.predict import predict_source  # noqa: E402
+from utils.inference.sources import is_stream, open_source  # noqa: E402
 
 
 @inference_mode()
@@ -72,140 +40,37 @@ def run(weights=ROOT / "yolov5s.pt", source=ROOT / "data/images", data=None, img
         visualize=False, update=False, project=ROOT / "runs/detect", name="exp", exist_ok=False, line_thickness=3,
         hide_labels=False, hide_conf=False, half=False, dnn=False, vid_stride=1):
     """Returns the run folder (Path)."""
-    from models.multibackend import DetectMultiBackend
-    from utils.dataloaders import IMG_FORMATS, VID_FORMATS, LoadImages
-    from utils.streams import LoadStreams, is_stream_source
     source = str(source)
-    if save_format not in (0, 1):
-        raise UserError(f"--save-format {save_format}: use 0 (YOLO: class x y w h) or 1 (Pascal-VOC: class x1 y1 x2 "
-                        "y2)")
-    webcam = is_stream_source(source, IMG_FORMATS + VID_FORMATS)
+    check_save_format(save_format)
+    stream = is_stream(source)
     save_img = not nosave and not source.endswith(".txt")  # ultralytics: .txt sources save labels only
 
-    device = select_device(device)
-    model = DetectMultiBackend(weights, device=device, dnn=dnn, data=data, fp16=half)
-    stride, names, pt = model.stride, model.names, model.pt
-    imgsz = check_img_size(list(imgsz) if isinstance(imgsz, (list, tuple)) else [imgsz, imgsz], s=stride)
-    if webcam:
-        dataset = LoadStreams(source, img_size=imgsz, stride=stride, auto=pt, vid_stride=vid_stride)
-    else:
-        dataset = LoadImages(source, img_size=imgsz, stride=stride, auto=pt, vid_stride=vid_stride)
-    bs = len(dataset) if webcam else 1
+    imgsz = list(imgsz) if isinstance(imgsz, (list, tuple)) else [imgsz, imgsz]
+    model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, data=data, imgsz=imgsz)
+    dataset = open_source(source, stream, imgsz, stride=model.stride, auto=model.pt, vid_stride=vid_stride)
+    bs = len(dataset) if stream else 1
     save_dir = increment_path(Path(project) / name, exist_ok=exist_ok)  # after the source opened: no empty folders
     (save_dir / "labels" if save_txt else save_dir).mkdir(parents=True, exist_ok=True)
-    out = _Outputs(save_dir, names, save_img, save_txt, save_format, save_conf, save_crop, save_csv, view_img,
-                   line_thickness, hide_labels, hide_conf, bs)
+    outputs = DetectionOutputs(save_dir, model.names, save_img, save_txt, save_format, save_conf, save_crop, save_csv,
+                               view_img, line_thickness, hide_labels, hide_conf, n_sources=bs)
 
-    model.warmup(imgsz=(1 if pt else bs, 3, *imgsz))
-    seen, dt = 0, (_Timer(device), _Timer(device), _Timer(device))
-    _frames.skipped = 0
+    model.warmup(imgsz=(1 if model.pt else bs, 3, *imgsz))
     try:
-        for path, im, im0s, vid_cap, s in _frames(dataset):
-            with dt[0]:
-                x = preprocess(im, model.device, model.fp16)
-            with dt[1]:
-                pred = model(x, augment=augment)
-            with dt[2]:
-                pred = non_max_suppression(pred, conf_thres, iou_thres, classes, agnostic_nms, max_det=max_det)
-            for i, det in enumerate(pred):
-                seen += 1
-                if webcam:  # one image per source
-                    p, im0, frame = Path(path[i]), im0s[i].copy(), dataset.count
-                    s += f"{i}: "
-                else:
-                    p, im0, frame = Path(path), im0s.copy(), getattr(dataset, "frame", 0)
-                s += "%gx%g " % tuple(x.shape[2:])
-                det = to_original(det, x.shape[2:], im0.shape)
-                s += out.write(i, p, im0, det, frame, dataset.mode, vid_cap)
-            LOGGER.info(f"{s}{'' if len(det) else '(no detections), '}{dt[1].dt * 1e3:.1f}ms")
+        seen, profiles, skipped = predict_source(model, dataset, outputs, stream, conf_thres, iou_thres, classes,
+                                                 agnostic_nms, max_det, augment)
     finally:
-        out.close()
-        if webcam:
+        outputs.close()
+        if stream:
             dataset.close()
 
-    if _frames.skipped:
-        LOGGER.warning(f"WARNING: {_frames.skipped} unreadable image(s) skipped")
-    t = tuple(x.t / max(seen, 1) * 1e3 for x in dt)
+    if skipped:
+        LOGGER.warning(f"WARNING: {skipped} unreadable image(s) skipped")
+    t = ms_per_image(profiles, seen)
     LOGGER.info(f"Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape {(1, 3, *imgsz)}" % t)
     if save_txt or save_img:
         s = f"\n{len(list(save_dir.glob('labels/*.txt')))} labels saved to {save_dir / 'labels'}" if save_txt else ""
         LOGGER.info(f"Results saved to {colorstr('bold', save_dir)}{s}")
     return save_dir
-
-
-class _Outputs:
-    """What detect.py writes for each image or frame: annotated images and videos (one writer per source), label
-    files, crops and predictions.csv."""
-
-    def __init__(self, save_dir, names, save_img, save_txt, save_format, save_conf, save_crop, save_csv, view_img,
-                 line_thickness, hide_labels, hide_conf, n_sources):
-        self.save_dir, self.names = save_dir, names
-        self.save_img, self.save_txt, self.save_format, self.save_conf = save_img, save_txt, save_format, save_conf
-        self.save_crop, self.save_csv, self.view_img = save_crop, save_csv, view_img
-        self.line_thickness, self.hide_labels, self.hide_conf = line_thickness, hide_labels, hide_conf
-        self.vid_path, self.vid_writer = [None] * n_sources, [None] * n_sources
-        self.csv_path = save_dir / "predictions.csv"
-
-    def write(self, i, p, im0, det, frame, mode, vid_cap):
-        """One image's detections (n, 6) in original pixels; returns the summary text for the log line."""
-        names, s = self.names, ""
-        txt_path = str(self.save_dir / "labels" / p.stem) + ("" if mode == "image" else f"_{frame}")
-        gn = np.array(im0.shape, dtype=np.float64)[[1, 0, 1, 0]]  # normalization gain whwh
-        imc = im0.copy() if self.save_crop else im0
-        annotator = Annotator(im0, line_width=self.line_thickness, example=str(names))
-        if len(det):
-            det[:, :4] = det[:, :4].round()
-            for c in np.unique(det[:, 5]):
-                n = int((det[:, 5] == c).sum())
-                s += f"{n} {names[int(c)]}{'s' * (n > 1)}, "
-            for *xyxy, conf, cls in reversed(det.tolist()):
-                c = int(cls)
-                if self.save_csv:
-                    self._csv_row(p.name, names[c], f"{conf:.2f}")
-                if self.save_txt:
-                    box = np.array(xyxy, dtype=np.float64).reshape(1, 4)
-                    coords = ((xyxy2xywh(box) if self.save_format == 0 else box) / gn).reshape(-1).tolist()
-                    line = (cls, *coords, conf) if self.save_conf else (cls, *coords)
-                    with open(f"{txt_path}.txt", "a") as f:
-                        f.write(("%g " * len(line)).rstrip() % line + "\n")
-                if self.save_img or self.save_crop or self.view_img:
-                    label = None if self.hide_labels else (names[c] if self.hide_conf else f"{names[c]} {conf:.2f}")
-                    annotator.box_label(xyxy, label, color=colors(c, True))
-                if self.save_crop:
-                    save_one_box(xyxy, imc, file=self.save_dir / "crops" / names[c] / f"{p.stem}.jpg", BGR=True)
-        if self.save_img:
-            self._save(i, str(self.save_dir / p.name), annotator.result(), mode, vid_cap)
-        return s
-
-    def _csv_row(self, image_name, prediction, confidence):
-        new = not self.csv_path.is_file()
-        with open(self.csv_path, "a", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=["Image Name", "Prediction", "Confidence"])
-            if new:
-                w.writeheader()
-            w.writerow({"Image Name": image_name, "Prediction": prediction, "Confidence": confidence})
-
-    def _save(self, i, save_path, im0, mode, vid_cap):
-        if mode == "image":
-            cv2.imwrite(save_path, im0)
-            return
-        if self.vid_path[i] != save_path:  # a new video or stream: a new writer
-            self.vid_path[i] = save_path
-            if isinstance(self.vid_writer[i], cv2.VideoWriter):
-                self.vid_writer[i].release()
-            if vid_cap:  # a video file: its own rate and size
-                fps = vid_cap.get(cv2.CAP_PROP_FPS) or 30
-                w, h = int(vid_cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(vid_cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
-            else:  # a stream
-                fps, w, h = 30, im0.shape[1], im0.shape[0]
-            save_path = str(Path(save_path).with_suffix(".mp4"))  # results videos are always *.mp4
-            self.vid_writer[i] = cv2.VideoWriter(save_path, cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
-        self.vid_writer[i].write(im0)
-
-    def close(self):
-        for w in self.vid_writer:
-            if isinstance(w, cv2.VideoWriter):
-                w.release()  # finalizes the file
 
 
 def parse_opt(argv=None):

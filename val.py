@@ -5,15 +5,16 @@ Usage:
     python val.py --weights yolov5n.pt --task speed      # speed only
     python val.py --weights yolov5n.pt --task study      # mAP vs image size
 
-From Python (train.py calls it each epoch with model=, dataloader=, save_dir=, plots=, compute_loss=):
+From Python:
     from val import run
     (mp, mr, map50, map, *losses), maps, times = run(data='coco128.yaml', weights='yolov5n.pt')
+
+The work is done in utils/evaluation/ (DetectionEvaluator, run_validation; training calls its validate_model) and
+utils/inference/ (the model loader). run(model=..., dataloader=...) still validates an in-memory model as the
+ultralytics trainer calls it.
 """
 import argparse
-import json
-import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,91 +23,25 @@ ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # `python val.py` from anywhere finds models/ and utils/
 
-from utils.backend import inference_mode, select_device, to_numpy, torch, wait_for_work  # noqa: E402
-from utils.errors import exit_on_user_error  # noqa: E402
-from utils.general import (LOGGER, check_img_size, coco80_to_coco91_class, colorstr, increment_path,  # noqa: E402
-                           non_max_suppression, scale_boxes, xywh2xyxy, xyxy2xywh)
-from utils.metrics import ConfusionMatrix, ap_per_class, match_predictions  # noqa: E402
-from utils.plots import output_to_target, plot_images  # noqa: E402
+from utils.backend import inference_mode, select_device  # noqa: E402
+from utils.errors import UserError, exit_on_user_error  # noqa: E402
+from utils.evaluation import evaluator_for_dataset, run_validation, validate_model  # noqa: E402
+from utils.evaluation import match_image, save_one_json  # noqa: E402  (ultralytics users import them from val)
+from utils.general import LOGGER, colorstr, increment_path  # noqa: E402
+from utils.inference import load_model  # noqa: E402
+from utils.inference.label_txt import write_label_txt  # noqa: E402
 
-TQDM_BAR_FORMAT = "{l_bar}{bar:10}{r_bar}"
+
+__all__ = ["run", "parse_opt", "main", "save_one_txt", "save_one_json", "match_image"]
+
+
+class ClassCountMismatch(UserError, AssertionError):  # ultralytics asserts here: `except AssertionError` still works
+    pass
 
 
 def save_one_txt(predn, save_conf, shape, file):
     """One line per detection: class x y w h [conf], normalized to the original image (YOLO label format)."""
-    gn = np.array(shape, dtype=np.float64)[[1, 0, 1, 0]]
-    xywh = xyxy2xywh(predn[:, :4].astype(np.float64)) / gn
-    with open(file, "a") as f:
-        for b, conf, cls in zip(xywh.tolist(), predn[:, 4].tolist(), predn[:, 5].tolist()):
-            line = (cls, *b, conf) if save_conf else (cls, *b)
-            f.write(("%g " * len(line)).rstrip() % line + "\n")
-
-
-def save_one_json(predn, jdict, path, class_map):
-    """COCO results entries: {image_id, category_id, bbox [x, y, w, h] top-left, score}."""
-    image_id = int(path.stem) if path.stem.isnumeric() else path.stem
-    box = xyxy2xywh(predn[:, :4].astype(np.float64))
-    box[:, :2] -= box[:, 2:] / 2  # centre -> top-left corner
-    for p, b in zip(predn.tolist(), box.tolist()):
-        jdict.append({"image_id": image_id, "category_id": class_map[int(p[5])],
-                      "bbox": [round(x, 3) for x in b], "score": round(p[4], 5)})
-
-
-class _Timer:
-    """Accumulating wall-clock timer that waits for the device first (CUDA work is asynchronous)."""
-
-    def __init__(self, device):
-        self.t, self.device = 0.0, device
-
-    def __enter__(self):
-        wait_for_work(self.device)
-        self.start = time.perf_counter()
-        return self
-
-    def __exit__(self, *args):
-        wait_for_work(self.device)
-        self.t += time.perf_counter() - self.start
-
-
-def _model_device(model):
-    return next(model.parameters()).device
-
-
-def _names(model):
-    names = getattr(model, "names", None) or getattr(getattr(model, "module", None), "names", None)
-    return dict(enumerate(names)) if isinstance(names, (list, tuple)) else dict(names or {})
-
-
-def evaluate_coco_json(jdict, data, save_dir, weights, im_files, is_coco):
-    """Write the predictions JSON and, with pycocotools and an annotations file, return (mAP50-95, mAP50)."""
-    w = Path(weights[0] if isinstance(weights, (list, tuple)) else weights).stem if weights else ""
-    pred_json = str(save_dir / f"{w}_predictions.json")
-    LOGGER.info(f"\nSaving {pred_json}...")
-    with open(pred_json, "w") as f:
-        json.dump(jdict, f)
-    anno_json = Path(data.get("path", "../coco")) / "annotations" / "instances_val2017.json"
-    if not anno_json.is_file():
-        LOGGER.info(f"No COCO annotations at {anno_json}: predictions saved, pycocotools evaluation skipped.")
-        return None
-    try:
-        from pycocotools.coco import COCO
-        from pycocotools.cocoeval import COCOeval
-    except ImportError:
-        LOGGER.info("pycocotools is not installed ('pip install pycocotools'): COCO evaluation skipped.")
-        return None
-    try:
-        anno = COCO(str(anno_json))
-        pred = anno.loadRes(pred_json)
-        ev = COCOeval(anno, pred, "bbox")
-        if is_coco:
-            ev.params.imgIds = [int(Path(x).stem) for x in im_files]  # only the images evaluated here
-        ev.evaluate()
-        ev.accumulate()
-        ev.summarize()
-        return ev.stats[0], ev.stats[1]
-    except Exception as e:
-        LOGGER.info(f"pycocotools unable to run: {e}")
-        return None
+    write_label_txt(file, predn, shape, save_conf)
 
 
 @inference_mode()
@@ -114,177 +49,47 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
         device="", workers=8, single_cls=False, augment=False, verbose=False, save_txt=False, save_hybrid=False,
         save_conf=False, save_json=False, project=ROOT / "runs/val", name="exp", exist_ok=False, half=False,
         dnn=False, model=None, dataloader=None, save_dir=Path(""), plots=True, callbacks=None, compute_loss=None):
-    """Validate; returns ((P, R, mAP50, mAP50-95, *val losses), per-class mAP50-95 array, per-image ms (pre, inf, nms))."""
+    """Validate; returns ((P, R, mAP50, mAP50-95, *val losses), per-class mAP50-95 array, per-image ms (pre, inf, nms)).
+    With model= and dataloader= (the ultralytics trainer's call) an in-memory model is validated into save_dir."""
+    kw = dict(single_cls=single_cls, plots=plots, verbose=verbose, conf_thres=conf_thres, iou_thres=iou_thres,
+              max_det=max_det, augment=augment, save_txt=save_txt, save_hybrid=save_hybrid, save_conf=save_conf,
+              save_json=save_json)
+    if model is not None:
+        return validate_model(model, dataloader, data, half=half, compute_loss=compute_loss, save_dir=save_dir, **kw)
+
+    from utils.dataloaders import create_dataloader
     from utils.dataset_config import check_dataset
-    training = model is not None
-    if training:  # called by train.py
-        device = _model_device(model)
-        half &= "cuda" in str(device)  # half precision only on CUDA
-        model.half() if half else model.float()
-        if isinstance(data, (str, Path)):
-            data = check_dataset(data)
-    else:
-        from models.multibackend import DetectMultiBackend
-        device = select_device(device, batch_size=batch_size)
-        save_dir = increment_path(Path(project) / name, exist_ok=exist_ok)
-        (save_dir / "labels" if save_txt else save_dir).mkdir(parents=True, exist_ok=True)
-        model = DetectMultiBackend(weights, device=device, dnn=dnn, data=data, fp16=half)
-        stride, pt, jit = model.stride, model.pt, model.jit
-        imgsz = check_img_size(imgsz, s=stride)
-        half = model.fp16
-        if not (pt or jit):  # exported files hold one input shape: square images one at a time, as ultralytics
-            batch_size = 1
-            LOGGER.info(f"Forcing --batch-size 1 square inference (1,3,{imgsz},{imgsz}) for non-PyTorch models")
-        data = check_dataset(data)
+    device = select_device(device, batch_size=batch_size)
+    save_dir = increment_path(Path(project) / name, exist_ok=exist_ok)
+    (save_dir / "labels" if save_txt else save_dir).mkdir(parents=True, exist_ok=True)
+    model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, data=data, imgsz=imgsz)
+    pt, half = model.pt, model.fp16
+    if not (pt or model.jit):  # exported files hold one input shape: square images one at a time, as ultralytics
+        batch_size = 1
+        LOGGER.info(f"Forcing --batch-size 1 square inference (1,3,{imgsz},{imgsz}) for non-PyTorch models")
+    data = check_dataset(data)
     model.eval()
-    save_dir = Path(save_dir)
-    is_coco = isinstance(data.get("val"), str) and data["val"].endswith(f"coco{os.sep}val2017.txt")
     nc = 1 if single_cls else int(data["nc"])
-    iouv = np.linspace(0.5, 0.95, 10)  # IoU thresholds for mAP@0.5:0.95
-    niou = len(iouv)
+    if pt and not single_cls:  # the class count is checked where the model yaml is at hand (.pt), as ultralytics
+        ncm = int(model.model.yaml["nc"]) if getattr(model.model, "yaml", None) else nc
+        if ncm != nc:
+            raise ClassCountMismatch(f"{weights} ({ncm} classes) trained on different --data than what you passed "
+                                     f"({nc} classes). Pass correct combination of --weights and --data.")
+    model.warmup(imgsz=(1 if pt else batch_size, 3, imgsz, imgsz))
+    pad, rect = (0.0, False) if task == "speed" else (0.5, pt)  # square batches for benchmarks and exports
+    task = task if task in ("train", "val", "test") else "val"
+    dataloader = create_dataloader(data[task], imgsz, batch_size, model.stride, single_cls, pad=pad, rect=rect,
+                                   workers=workers, prefix=colorstr(f"{task}: "))[0]
 
-    if not training:
-        if pt and not single_cls:  # the class count is checked where the model yaml is at hand (.pt), as ultralytics
-            ncm = int(model.model.yaml["nc"]) if getattr(model.model, "yaml", None) else nc
-            assert ncm == nc, (f"{weights} ({ncm} classes) trained on different --data than what you passed ({nc} "
-                                 "classes). Pass correct combination of --weights and --data.")
-        model.warmup(imgsz=(1 if pt else batch_size, 3, imgsz, imgsz))
-        from utils.dataloaders import create_dataloader
-        pad, rect = (0.0, False) if task == "speed" else (0.5, pt)  # square batches for benchmarks and exports
-        task = task if task in ("train", "val", "test") else "val"
-        dataloader = create_dataloader(data[task], imgsz, batch_size, stride, single_cls, pad=pad, rect=rect,
-                                       workers=workers, prefix=colorstr(f"{task}: "))[0]
-
-    seen = 0
-    confusion_matrix = ConfusionMatrix(nc=nc)
-    names = _names(model) or dict(data.get("names", {}))
-    if single_cls:
-        names = {0: names.get(0, "item")}
-    class_map = coco80_to_coco91_class() if is_coco else list(range(1000))
-    s = ("%22s" + "%11s" * 6) % ("Class", "Images", "Instances", "P", "R", "mAP50", "mAP50-95")
-    tp, fp, p, r, f1, mp, mr, map50, ap50, map = 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
-    dt = _Timer(device), _Timer(device), _Timer(device)  # pre-process, inference, NMS
-    loss = torch.zeros(3, device=device)
-    jdict, stats, ap, ap_class = [], [], [], []
-    try:
-        from tqdm import tqdm
-        pbar = tqdm(dataloader, desc=s, bar_format=TQDM_BAR_FORMAT)
-    except ImportError:
-        LOGGER.info(s)
-        pbar = dataloader
-    for batch_i, (im, targets, paths, shapes) in enumerate(pbar):
-        with dt[0]:
-            im = im.to(device)
-            targets = targets.to(device)
-            im = im.half() if half else im.float()
-            im /= 255
-            nb, _, height, width = im.shape
-
-        with dt[1]:
-            if compute_loss:
-                preds, train_out = model(im)  # eval mode: (decoded, raw maps); the loss needs the raw maps
-            else:
-                preds, train_out = (model(im, augment=True) if augment else model(im)), None
-
-        if compute_loss:
-            loss += compute_loss(train_out, targets)[1]  # box, obj, cls
-
-        targets_np = to_numpy(targets).astype(np.float32)
-        targets_np[:, 2:] *= np.array((width, height, width, height), np.float32)  # to pixels of the input
-        lb = [targets[targets[:, 0] == i, 1:] * _pixel_gain(targets, width, height) for i in range(nb)] \
-            if save_hybrid else []
-        with dt[2]:
-            preds = non_max_suppression(preds, conf_thres, iou_thres, labels=lb, multi_label=True,
-                                        agnostic=single_cls, max_det=max_det)
-
-        for si, pred in enumerate(preds):
-            pred = to_numpy(pred).astype(np.float32)
-            labels = targets_np[targets_np[:, 0] == si, 1:]
-            nl, npr = labels.shape[0], pred.shape[0]
-            path, shape = Path(paths[si]), shapes[si][0]
-            correct = np.zeros((npr, niou), dtype=bool)
-            seen += 1
-
-            if npr == 0:
-                if nl:
-                    stats.append((correct, np.zeros(0), np.zeros(0), labels[:, 0]))
-                    if plots:
-                        confusion_matrix.process_batch(detections=None, labels=labels[:, 0])
-                continue
-
-            if single_cls:
-                pred[:, 5] = 0
-            correct, predn, labelsn = match_image(pred, labels, im[si].shape[1:], shape, shapes[si][1], iouv)
-            if nl and plots:
-                confusion_matrix.process_batch(predn, labelsn)
-            stats.append((correct, pred[:, 4], pred[:, 5], labels[:, 0]))
-
-            if save_txt:
-                save_one_txt(predn, save_conf, shape, file=save_dir / "labels" / f"{path.stem}.txt")
-            if save_json:
-                save_one_json(predn, jdict, path, class_map)
-
-        if plots and batch_i < 3:
-            plot_images(im, targets_np, paths, save_dir / f"val_batch{batch_i}_labels.jpg", names)
-            plot_images(im, output_to_target(preds, max_det=max_det), paths, save_dir / f"val_batch{batch_i}_pred.jpg",
-                        names)
-
-    # Metrics
-    stats = [np.concatenate(x, 0) for x in zip(*stats)]
-    if len(stats) and stats[0].any():
-        tp, fp, p, r, f1, ap, ap_class = ap_per_class(*stats, plot=plots, save_dir=save_dir, names=names)
-        ap50, ap = ap[:, 0], ap.mean(1)  # AP@0.5, AP@0.5:0.95
-        mp, mr, map50, map = p.mean(), r.mean(), ap50.mean(), ap.mean()
-    nt = np.bincount(stats[3].astype(int), minlength=nc) if len(stats) else np.zeros(nc, int)
-
-    pf = "%22s" + "%11i" * 2 + "%11.3g" * 4
-    LOGGER.info(pf % ("all", seen, nt.sum(), mp, mr, map50, map))
-    if nt.sum() == 0:
-        LOGGER.warning(f"WARNING: no labels found in {task} set, can not compute metrics without labels")
-
-    if (verbose or (nc < 50 and not training)) and nc > 1 and len(stats):
-        for i, c in enumerate(ap_class):
-            LOGGER.info(pf % (names.get(int(c), str(c)), seen, nt[c], p[i], r[i], ap50[i], ap[i]))
-
-    t = tuple(x.t / max(seen, 1) * 1e3 for x in dt)  # ms per image
-    if not training:
-        shape = (batch_size, 3, imgsz, imgsz)
-        LOGGER.info(f"Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape {shape}" % t)
-
-    if plots:
-        confusion_matrix.plot(save_dir=save_dir, names=list(names.values()))
-
-    if save_json and len(jdict):
-        res = evaluate_coco_json(jdict, data, save_dir, weights, getattr(dataloader.dataset, "im_files", []), is_coco)
-        if res is not None:
-            map, map50 = res
-
-    model.float()
-    if not training:
-        s = f"\n{len(list(save_dir.glob('labels/*.txt')))} labels saved to {save_dir / 'labels'}" if save_txt else ""
-        LOGGER.info(f"Results saved to {colorstr('bold', save_dir)}{s}")
-    maps = np.zeros(nc) + map
-    for i, c in enumerate(ap_class):
-        maps[c] = ap[i]
-    n_batches = max(len(dataloader), 1) if hasattr(dataloader, "__len__") else 1
-    return (mp, mr, map50, map, *(to_numpy(loss) / n_batches).tolist()), maps, t
-
-
-def match_image(pred, labels, im_hw, shape0, ratio_pad, iouv):
-    """One image's true positives: pred (n,6) [xyxy, conf, cls] and labels (m,5) [cls, xywh] in pixels of the
-    letterboxed input of size im_hw are mapped back to the original image (shape0, ratio_pad from the loader) and
-    matched at each IoU threshold. Returns correct (n,T) bool, predn (n,6) and labelsn (m,5) [cls, xyxy]."""
-    predn = pred.copy()
-    scale_boxes(im_hw, predn[:, :4], shape0, ratio_pad)
-    tbox = xywh2xyxy(labels[:, 1:5])
-    scale_boxes(im_hw, tbox, shape0, ratio_pad)
-    labelsn = np.concatenate((labels[:, 0:1], tbox), 1)
-    return match_predictions(predn, labelsn, iouv), predn, labelsn
-
-
-def _pixel_gain(targets, width, height):
-    """[1, w, h, w, h] multiplier taking a target row [cls, xywh normalized] to pixels (for --save-hybrid)."""
-    return torch.tensor([1.0, width, height, width, height], device=targets.device, dtype=targets.dtype)
+    evaluator = evaluator_for_dataset(data, model.names, save_dir, single_cls=single_cls, plots=plots,
+                                      verbose=verbose or nc < 50, task=task, save_txt=save_txt, save_conf=save_conf,
+                                      save_json=save_json, weights=weights)
+    results = run_validation(model, dataloader, evaluator, half=half, augment=augment, conf_thres=conf_thres,
+                             iou_thres=iou_thres, max_det=max_det, save_hybrid=save_hybrid,
+                             speed_shape=(batch_size, 3, imgsz, imgsz))
+    s = f"\n{len(list(save_dir.glob('labels/*.txt')))} labels saved to {save_dir / 'labels'}" if save_txt else ""
+    LOGGER.info(f"Results saved to {colorstr('bold', save_dir)}{s}")
+    return results
 
 
 def parse_opt(argv=None):

@@ -21,11 +21,12 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from utils.backend import from_numpy, no_grad, to_numpy  # noqa: E402
+from utils.backend import no_grad, to_numpy  # noqa: E402
 from utils.dataloaders import LoadImagesAndLabels, rect_batch_shapes  # noqa: E402
+from utils.evaluation import IOU_THRESHOLDS, labels_in_pixels, match_image  # noqa: E402
 from utils.general import non_max_suppression  # noqa: E402
+from utils.inference import preprocess  # noqa: E402
 from utils.metrics import ap_per_class  # noqa: E402
-from val import match_image  # noqa: E402
 
 SHARED = ROOT.parent / "shared"
 FIGURES = ("P", "R", "mAP50", "mAP50-95")
@@ -43,15 +44,14 @@ def image_stats(model, dataset, index, shape, conf_thres, iou_thres, max_det):
     """val.py's per-image statistics (correct, conf, class, label classes) with the image letterboxed to shape."""
     dataset.batch_shapes, dataset.batch = np.array([shape]), np.zeros(dataset.n, dtype=int)
     img, targets, _, shapes = dataset[index]
-    im = from_numpy(np.ascontiguousarray(img)[None]).float() / 255
+    im = preprocess(np.ascontiguousarray(img), "cpu")
     with no_grad():
         pred = model(im)[0]
     pred = to_numpy(non_max_suppression(pred, conf_thres, iou_thres, multi_label=True, max_det=max_det)[0])
     pred = pred.astype(np.float32)
-    labels = np.asarray(to_numpy(targets) if not isinstance(targets, np.ndarray) else targets, np.float32)[:, 1:]
     h, w = im.shape[2:]
-    labels[:, 1:] *= np.array((w, h, w, h), np.float32)
-    correct = match_image(pred, labels, (h, w), shapes[0], shapes[1], np.linspace(0.5, 0.95, 10))[0]
+    labels = labels_in_pixels(targets, (h, w))[:, 1:]
+    correct = match_image(pred, labels, (h, w), shapes[0], shapes[1], IOU_THRESHOLDS)[0]
     return correct, pred[:, 4], pred[:, 5], labels[:, 0]
 
 

@@ -16,16 +16,17 @@ Users import both classes from models.common (the official path); this module ke
 """
 import os
 import sys
-import time
 from copy import copy
 from pathlib import Path
 
 import numpy as np
 
 from utils.augmentations import letterbox
-from utils.backend import autocast, from_numpy, inference_mode, nn, to_numpy, torch, wait_for_work
+from utils.backend import autocast, from_numpy, inference_mode, nn, to_numpy, torch
 from utils.errors import UserError
-from utils.general import LOGGER, colorstr, increment_path, make_divisible, non_max_suppression, scale_boxes, xyxy2xywh
+from utils.general import LOGGER, colorstr, increment_path, make_divisible, non_max_suppression, xyxy2xywh
+from utils.inference.profile import Profile
+from utils.inference.steps import preprocess, to_original
 from utils.plots import Annotator, colors, save_one_box
 
 PUBLIC_MODULE = "models.common"  # where users import these classes from; their repr and pickles name it
@@ -33,23 +34,6 @@ PUBLIC_MODULE = "models.common"  # where users import these classes from; their 
 
 class ImageInputError(UserError):
     """An AutoShape input that is not an image it can read; the message names the input and what to pass."""
-
-
-class _Profile:
-    """Accumulated wall time of a block (seconds in .t), waiting for queued device work at both ends so the time
-    lands in the stage that caused it."""
-
-    def __init__(self):
-        self.t = 0.0
-
-    def __enter__(self):
-        wait_for_work()
-        self.start = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc):
-        wait_for_work()
-        self.t += time.perf_counter() - self.start
 
 
 def _is_url(s):
@@ -148,7 +132,7 @@ class AutoShape(nn.Module):
     @inference_mode()
     def forward(self, ims, size=640, augment=False, profile=False):
         """ims: see the module docstring. size: the longer side to infer at (int) or (h, w)."""
-        dt = (_Profile(), _Profile(), _Profile())
+        dt = (Profile(), Profile(), Profile())
         with dt[0]:
             size = (size, size) if isinstance(size, int) else tuple(size)
             p = self._reference()
@@ -169,7 +153,7 @@ class AutoShape(nn.Module):
                 shape1.append([int(y * g) for y in s])
             shape1 = [make_divisible(x, self.stride) for x in np.array(shape1).max(0)]  # one shape for the batch
             x = np.stack([letterbox(im, shape1, auto=False)[0] for im in ims]).transpose((0, 3, 1, 2))
-            x = from_numpy(np.ascontiguousarray(x)).to(p.device).to(p.dtype) / 255
+            x = preprocess(np.ascontiguousarray(x), p.device, half=p.dtype == torch.float16)
 
         with autocast(p.device, enabled=self.amp):
             with dt[1]:
@@ -178,9 +162,7 @@ class AutoShape(nn.Module):
                 y = non_max_suppression(y, self.conf, self.iou, self.classes, self.agnostic, self.multi_label,
                                         max_det=self.max_det)
                 for i in range(n):
-                    det = to_numpy(y[i]).astype(np.float32)
-                    scale_boxes(shape1, det[:, :4], shape0[i])  # letterboxed -> original pixels
-                    y[i] = from_numpy(det).to(y[i].device)
+                    y[i] = from_numpy(to_original(y[i], shape1, shape0[i])).to(y[i].device)
         return Detections(ims, y, files, dt, self.names, x.shape)
 
 

@@ -1,4 +1,5 @@
-"""DetectMultiBackend: the one loader val.py, detect.py and utils/inference.py run every model through.
+"""DetectMultiBackend: the one loader every inference path runs models through (utils.inference.load_model for
+val.py, detect.py and Detector; hubconf.py for AutoShape).
 
     model = DetectMultiBackend("yolov5n.onnx", device=torch.device("cpu"))
     pred = model(im)          # im (b, 3, h, w) float in [0, 1] -> decoded predictions (b, anchors, 5 + nc)

@@ -473,12 +473,10 @@ class Trainer:
 
     # ---------------------------------------------------------------------------------------------------- validation
     def validate(self, model, plots=False, **kw):
-        import val as validate
-        results, maps, _ = validate.run(data=self.data, batch_size=self.batch_size // self.world_size * 2,
-                                        imgsz=self.imgsz, half=self.amp, model=model, single_cls=self.opt.single_cls,
-                                        dataloader=self.val_loader, save_dir=self.save_dir, plots=plots,
-                                        compute_loss=self.compute_loss, **kw)
-        model.float()  # val.run halves the model for AMP validation; the EMA must keep averaging in fp32
+        from utils.evaluation import validate_model
+        results, maps, _ = validate_model(model, self.val_loader, self.data, single_cls=self.opt.single_cls,
+                                          half=self.amp, compute_loss=self.compute_loss, save_dir=self.save_dir,
+                                          plots=plots, **kw)  # leaves the model in fp32, where the EMA averages
         return tuple(float(x) for x in results), np.asarray(maps, dtype=np.float64)
 
     # ---------------------------------------------------------------------------------------------------- saving

@@ -1,4 +1,4 @@
-"""Small Python inference API and the per-image steps detect.py shares with it.
+"""Detector: boxes from a model in a few lines of Python, without detect.py's files.
 
     from utils.inference import Detector
     det = Detector("yolov5n.pt", device="cpu", imgsz=640)
@@ -16,37 +16,21 @@ from pathlib import Path
 
 import numpy as np
 
-from utils.backend import from_numpy, inference_mode, select_device, to_numpy
-from utils.general import check_img_size, non_max_suppression, scale_boxes
-
-
-def preprocess(im, device, half=False):
-    """Letterboxed CHW RGB uint8 numpy -> (1, 3, H, W) float tensor in [0, 1] on device."""
-    x = from_numpy(im).to(device)
-    x = x.half() if half else x.float()
-    x /= 255
-    return x[None] if x.ndim == 3 else x
-
-
-def to_original(det, input_hw, im0_shape):
-    """Detections (n, 6) tensor on the letterboxed input -> numpy float32 rows in original pixels (clipped)."""
-    det = to_numpy(det).astype(np.float32)
-    if len(det):
-        scale_boxes(input_hw, det[:, :4], im0_shape)
-    return det
+from utils.backend import inference_mode
+from utils.general import non_max_suppression
+from utils.inference.loading import load_model
+from utils.inference.steps import preprocess, to_original
 
 
 class Detector:
-    """DetectMultiBackend + letterbox + model + NMS + rescale, for scripts that want boxes without detect.py's files.
-    weights: any format DetectMultiBackend runs (.pt, .torchscript, .onnx, *_openvino_model)."""
+    """load_model + letterbox + model + NMS + rescale. weights: any format DetectMultiBackend runs (.pt,
+    .torchscript, .onnx, *_openvino_model)."""
 
     def __init__(self, weights, device="", imgsz=640, conf_thres=0.25, iou_thres=0.45, max_det=1000, classes=None,
                  agnostic=False, augment=False, half=False, dnn=False, data=None):
-        from models.multibackend import DetectMultiBackend
-        self.device = select_device(device)
-        self.model = DetectMultiBackend(weights, device=self.device, dnn=dnn, data=data, fp16=half)
-        self.half, self.stride, self.names = self.model.fp16, self.model.stride, self.model.names
-        self.imgsz = check_img_size(imgsz, s=self.stride)
+        self.model, self.imgsz = load_model(weights, device=device, half=half, dnn=dnn, data=data, imgsz=imgsz)
+        self.device, self.half = self.model.device, self.model.fp16
+        self.stride, self.names = self.model.stride, self.model.names
         self.auto = self.model.pt  # exported models take the one square size they were exported at
         self.conf_thres, self.iou_thres, self.max_det = conf_thres, iou_thres, max_det
         self.classes, self.agnostic, self.augment = classes, agnostic, augment

@@ -1,0 +1,119 @@
+"""The validation loop, shared by val.py and the trainer: batches through the model, NMS and a DetectionEvaluator.
+
+    evaluator = evaluator_for_dataset(data, model_names(model), save_dir, plots=False)
+    (mp, mr, map50, map50_95, *losses), maps, times = run_validation(model, loader, evaluator, compute_loss=loss)
+
+validate_model() is the trainer's call (an in-memory model, a ready loader, precision handled); val.py builds the
+model and loader from --weights and --data and calls run_validation itself.
+"""
+from pathlib import Path
+
+from utils.backend import inference_mode, is_cuda, to_numpy, torch
+from utils.evaluation.coco_json import CocoPredictions
+from utils.evaluation.evaluator import IOU_THRESHOLDS, TABLE_HEADER, DetectionEvaluator
+from utils.general import LOGGER, non_max_suppression
+from utils.inference.profile import Profile, ms_per_image
+from utils.inference.steps import preprocess
+
+TQDM_BAR_FORMAT = "{l_bar}{bar:10}{r_bar}"
+
+
+def model_device(model):
+    """DetectMultiBackend knows its device (an ONNX model has no parameters); a plain module has parameters."""
+    device = getattr(model, "device", None)
+    return device if device is not None else next(model.parameters()).device
+
+
+def model_names(model):
+    """{class id: name} of a model (or of the module a DDP/EMA wrapper holds); {} when it has none."""
+    names = getattr(model, "names", None) or getattr(getattr(model, "module", None), "names", None)
+    return dict(enumerate(names)) if isinstance(names, (list, tuple)) else dict(names or {})
+
+
+def evaluator_for_dataset(data, names, save_dir=Path(""), single_cls=False, plots=True, verbose=False, task="val",
+                          save_txt=False, save_conf=False, save_json=False, weights=None):
+    """A DetectionEvaluator for a checked dataset dict: its class count (1 with single_cls), the model's class
+    names (else the dataset's), and a COCO JSON writer named after weights when save_json."""
+    nc = 1 if single_cls else int(data["nc"])
+    names = dict(names or data.get("names", {}))
+    if single_cls:
+        names = {0: names.get(0, "item")}
+    coco = CocoPredictions.for_dataset(data, save_dir, weights) if save_json else None
+    return DetectionEvaluator(nc, names, IOU_THRESHOLDS, single_cls=single_cls, plots=plots, save_dir=save_dir,
+                              verbose=verbose, task=task, save_txt=save_txt, save_conf=save_conf, coco=coco)
+
+
+def _progress(dataloader):
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        LOGGER.info(TABLE_HEADER)
+        return dataloader
+    return tqdm(dataloader, desc=TABLE_HEADER, bar_format=TQDM_BAR_FORMAT)
+
+
+def _hybrid_labels(targets, nb, width, height):
+    """--save-hybrid: each image's labels [cls, xywh] in input pixels, which NMS adds as confidence-1 boxes."""
+    gain = torch.tensor([1.0, width, height, width, height], device=targets.device, dtype=targets.dtype)
+    return [targets[targets[:, 0] == i, 1:] * gain for i in range(nb)]
+
+
+@inference_mode()
+def run_validation(model, dataloader, evaluator, compute_loss=None, half=False, augment=False, conf_thres=0.001,
+                   iou_thres=0.6, max_det=300, save_hybrid=False, speed_shape=None):
+    """Validate model (in eval mode and the precision half says) on dataloader's (im, targets, paths, shapes)
+    batches. compute_loss: also average the (box, obj, cls) losses, from the raw maps an eval-mode model returns;
+    speed_shape: the input shape to name in a printed Speed line (none is printed without it).
+    Returns ((P, R, mAP50, mAP50-95, box, obj, cls losses), per-class mAP50-95 (nc,), (pre-process, inference, NMS)
+    ms per image): what val.run returns."""
+    device = model_device(model)
+    profiles = Profile(device), Profile(device), Profile(device)
+    loss = torch.zeros(3, device=device)
+    for batch_i, (im, targets, paths, shapes) in enumerate(_progress(dataloader)):
+        with profiles[0]:
+            im = preprocess(im, device, half)
+            targets = targets.to(device)
+            nb, _, height, width = im.shape
+        with profiles[1]:
+            if compute_loss:
+                preds, train_out = model(im)  # eval mode: (decoded, raw maps); the loss needs the raw maps
+            else:
+                preds, train_out = (model(im, augment=True) if augment else model(im)), None
+        if compute_loss:
+            loss += compute_loss(train_out, targets)[1]  # box, obj, cls
+        lb = _hybrid_labels(targets, nb, width, height) if save_hybrid else []
+        with profiles[2]:
+            preds = non_max_suppression(preds, conf_thres, iou_thres, labels=lb, multi_label=True,
+                                        agnostic=evaluator.single_cls, max_det=max_det)
+        evaluator.update(preds, targets, shapes, (height, width), paths)
+        evaluator.plot_batch(batch_i, im, targets, preds, paths, max_det=max_det)
+
+    metrics = evaluator.compute()
+    t = ms_per_image(profiles, metrics.seen)
+    if speed_shape is not None:
+        LOGGER.info(f"Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape {speed_shape}" % t)
+    evaluator.evaluate_coco(metrics, getattr(getattr(dataloader, "dataset", None), "im_files", []))
+    n_batches = max(len(dataloader), 1) if hasattr(dataloader, "__len__") else 1
+    return metrics.results((to_numpy(loss) / n_batches).tolist()), metrics.maps(), t
+
+
+def validate_model(model, dataloader, data, single_cls=False, half=False, compute_loss=None, save_dir=Path(""),
+                   plots=True, verbose=False, conf_thres=0.001, iou_thres=0.6, max_det=300, augment=False,
+                   save_txt=False, save_hybrid=False, save_conf=False, save_json=False, task="val"):
+    """The trainer's validation of an in-memory model (the EMA each epoch, best.pt at the end) on its validation
+    loader. data: a dataset dict or YAML path. half: fp16 on CUDA (ignored elsewhere); the model is back in fp32
+    afterwards, so the EMA keeps averaging in fp32. Returns what run_validation returns."""
+    from utils.dataset_config import check_dataset
+    half = half and is_cuda(model_device(model))
+    model.half() if half else model.float()
+    if isinstance(data, (str, Path)):
+        data = check_dataset(data)
+    model.eval()
+    evaluator = evaluator_for_dataset(data, model_names(model), save_dir, single_cls=single_cls, plots=plots,
+                                      verbose=verbose, task=task, save_txt=save_txt, save_conf=save_conf,
+                                      save_json=save_json)
+    try:
+        return run_validation(model, dataloader, evaluator, compute_loss=compute_loss, half=half, augment=augment,
+                              conf_thres=conf_thres, iou_thres=iou_thres, max_det=max_det, save_hybrid=save_hybrid)
+    finally:
+        model.float()

@@ -1,0 +1,20 @@
+"""Inference: one model loader, the per-image steps every path shares, and what is built on them.
+
+    loading.py     load_model: DetectMultiBackend (any format, device, fp16, stride, names) + image size check
+    steps.py       preprocess (uint8 -> float in [0, 1]) and to_original (boxes back to original pixels);
+                   non-maximum suppression between them is utils.general.non_max_suppression
+    profile.py     Profile: stage timers for the Speed lines
+    label_txt.py   write_label_txt: the --save-txt label files of val.py and detect.py (--save-format)
+    detector.py    Detector: the small Python API (boxes from paths or arrays)
+    sources.py, predict.py, outputs.py   detect.py's source readers, frame loop and output files
+
+Used by detect.py, val.py (utils/evaluation), models/autoshape.py (torch.hub) and Detector.
+"""
+from utils.inference.detector import Detector
+from utils.inference.label_txt import check_save_format, write_label_txt
+from utils.inference.loading import load_model
+from utils.inference.profile import Profile, ms_per_image
+from utils.inference.steps import preprocess, to_original
+
+__all__ = ["Detector", "check_save_format", "write_label_txt", "load_model", "Profile", "ms_per_image", "preprocess",
+           "to_original"]

@@ -1,0 +1,35 @@
+"""detect.py's loop: every frame of a source through pre-process, model, NMS and scale-back, written out by
+DetectionOutputs, with one log line per frame (or per batch of stream frames)."""
+from pathlib import Path
+
+from utils.general import LOGGER, non_max_suppression
+from utils.inference.profile import Profile
+from utils.inference.sources import ReadableFrames
+from utils.inference.steps import preprocess, to_original
+
+
+def predict_source(model, dataset, outputs, stream=False, conf_thres=0.25, iou_thres=0.45, classes=None,
+                   agnostic=False, max_det=1000, augment=False):
+    """model: a DetectMultiBackend; dataset: what utils.inference.sources.open_source returns (stream tells which).
+    Returns (images seen, the (pre-process, inference, NMS) Profiles, unreadable images skipped)."""
+    profiles = Profile(model.device), Profile(model.device), Profile(model.device)
+    frames, seen = ReadableFrames(dataset), 0
+    for path, im, im0s, vid_cap, s in frames:
+        with profiles[0]:
+            x = preprocess(im, model.device, model.fp16)
+        with profiles[1]:
+            pred = model(x, augment=augment)
+        with profiles[2]:
+            pred = non_max_suppression(pred, conf_thres, iou_thres, classes, agnostic, max_det=max_det)
+        for i, det in enumerate(pred):
+            seen += 1
+            if stream:  # one image per source
+                p, im0, frame = Path(path[i]), im0s[i].copy(), dataset.count
+                s += f"{i}: "
+            else:
+                p, im0, frame = Path(path), im0s.copy(), getattr(dataset, "frame", 0)
+            s += "%gx%g " % tuple(x.shape[2:])
+            det = to_original(det, x.shape[2:], im0.shape)
+            s += outputs.write(i, p, im0, det, frame, dataset.mode, vid_cap)
+        LOGGER.info(f"{s}{'' if len(det) else '(no detections), '}{profiles[1].dt * 1e3:.1f}ms")
+    return seen, profiles, frames.skipped
