@@ -79,7 +79,7 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
     pad, rect = (0.0, False) if task == "speed" else (0.5, pt)  # square batches for benchmarks and exports
     task = task if task in ("train", "val", "test") else "val"
     dataloader = create_dataloader(data[task], imgsz, batch_size, model.stride, single_cls, pad=pad, rect=rect,
-                                   workers=workers, prefix=colorstr(f"{task}: "))[0]
+                                   workers=workers, prefix=colorstr(f"{task}: "), nc=nc)[0]
 
     evaluator = evaluator_for_dataset(data, model.names, save_dir, single_cls=single_cls, plots=plots,
                                       verbose=verbose or nc < 50, task=task, save_txt=save_txt, save_conf=save_conf,
