@@ -6,9 +6,11 @@ scaling, warmup of lr (bias group from warmup_bias_lr) and momentum by np.interp
 loss gains scaled for image size, classes and levels, ModelEMA, gradient clipping at 10, AMP on CUDA under
 PyTorch, fitness = 0.1 mAP50 + 0.9 mAP50-95, early stopping, last.pt every epoch and best.pt on improvement.
 
-Exact resume: last.pt holds the float32 model, the EMA and its update count, the optimizer state, the epoch (the
-lr schedule is a pure function of it), best fitness and the python/numpy/framework RNG states taken after the
-epoch's validation, so that with --workers 0 a resumed run replays the remaining epochs bit for bit.
+Checkpoints are official ultralytics ones (utils/checkpoint): model and EMA in fp16, the optimizer in PyTorch's
+layout, opt with hyp inline. Exact resume: last.pt also holds fp32 copies of model and EMA, the python/numpy/
+framework RNG states taken after the epoch's validation, last_opt_step, maps and best_epoch (the lr schedule is a
+pure function of the epoch), so that with --workers 0 a resumed run replays the remaining epochs bit for bit. An
+official last.pt resumes too, from its fp16 weights and without RNG states.
 """
 import math
 import os
@@ -120,7 +122,9 @@ def _fitness(results):
 
 
 def _float_state_dict(model):
-    return {k: v.detach().float() if v.dtype.is_floating_point else v.detach() for k, v in model.state_dict().items()}
+    from collections import OrderedDict
+    return OrderedDict((k, v.detach().float() if v.dtype.is_floating_point else v.detach())
+                       for k, v in model.state_dict().items())
 
 
 def save_ckpt(ckpt, path):
@@ -133,18 +137,31 @@ def save_ckpt(ckpt, path):
                             "(disk full or folder not writable?); the previous checkpoint is unchanged.") from e
 
 
+OFFICIAL_KEYS = ("epoch", "best_fitness", "model", "ema", "updates", "optimizer", "opt", "git", "date")
+
+
+def _as_float(v):
+    """best_fitness as official code stores it (a 1-element numpy array) or as a number -> float."""
+    return float(np.asarray(v, dtype=np.float64).reshape(-1)[0]) if v is not None else 0.0
+
+
 def strip_optimizer(f="best.pt", s=""):
-    """Make a final checkpoint: weights = EMA in fp16, no optimizer/EMA/RNG state, epoch -1 (about 1/3 the size)."""
-    from utils.checkpoint import load_checkpoint
-    x = load_checkpoint(f, map_location="cpu", build_models=False)
-    if x.get("ema") is not None:
-        x["model"] = x["ema"]
-    rec = x["model"]
-    rec["state_dict"] = {k: (v.astype(np.float16) if v.dtype.kind == "f" else v) for k, v in rec["state_dict"].items()}
-    for k in ("optimizer", "scaler", "best_fitness", "ema", "updates", "rng", "last_opt_step", "maps", "best_epoch"):
-        x[k] = None
-    x["epoch"] = -1
-    save_ckpt(x, s or f)
+    """Make a final checkpoint as the official trainer does: model = the EMA in fp16 with requires_grad off;
+    optimizer, ema, updates, best_fitness None; epoch -1. This project's exact-resume keys are dropped."""
+    import logging
+    from utils.checkpoint import Half, load_checkpoint
+    level = LOGGER.level
+    LOGGER.setLevel(logging.WARNING)  # rebuilding the model would print its layer table again
+    try:
+        x = load_checkpoint(f, map_location="cpu")
+    finally:
+        LOGGER.setLevel(level)
+    model = x["ema"] if x.get("ema") is not None else x["model"]
+    for p in model.parameters():
+        p.requires_grad_(False)
+    out = {k: x.get(k) for k in OFFICIAL_KEYS}
+    out.update(epoch=-1, best_fitness=None, model=Half(model), ema=None, updates=None, optimizer=None)
+    save_ckpt(out, s or f)
     mb = os.path.getsize(s or f) / 1e6
     LOGGER.info(f"Optimizer stripped from {f},{f' saved as {s},' if s else ''} {mb:.1f}MB")
 
@@ -158,6 +175,7 @@ class Trainer:
         self.rank, self.world_size, self.local_rank = dist_context()
         self.main = self.rank in (-1, 0)
         self.hyp = self._load_hyp(hyp)
+        self.opt_hyp = dict(self.hyp)  # as loaded: what opt.yaml and checkpoints record (official resume reads it)
         self.epochs = opt.epochs
         self.start_epoch, self.best_fitness, self.best_epoch = 0, 0.0, 0
         self.last_opt_step = -1
@@ -193,9 +211,9 @@ class Trainer:
         if not opt.evolve:
             with open(self.save_dir / "hyp.yaml", "w") as f:
                 yaml.safe_dump(self.hyp, f, sort_keys=False)
-            with open(self.save_dir / "opt.yaml", "w") as f:
-                yaml.safe_dump({k: (str(v) if isinstance(v, Path) else v) for k, v in vars(opt).items()}, f,
-                               sort_keys=False)
+            from utils.checkpoint.run_options import official_opt
+            with open(self.save_dir / "opt.yaml", "w") as f:  # official train.py --resume reads this file
+                yaml.safe_dump(official_opt(opt, self.opt_hyp), f, sort_keys=False)
         self.loggers = Loggers(self.save_dir, opt, self.hyp) if not opt.evolve else None
 
     def setup_data(self):
@@ -215,7 +233,9 @@ class Trainer:
         if opt.resume:
             from utils.checkpoint import load_checkpoint
             self.ckpt = load_checkpoint(weights, map_location="cpu")
-            model = self.ckpt["model"]
+            model = self.ckpt["model"]  # float32, rebuilt from the fp16 copy that official files hold...
+            if self.ckpt.get("model_float32") is not None:  # ...or exactly, from this project's fp32 copy
+                model.load_state_dict(self.ckpt["model_float32"])
         elif weights:
             model = self._pretrained_model(weights)
         else:
@@ -284,9 +304,10 @@ class Trainer:
         if ck.get("scaler"):
             self.scaler.load_state_dict(ck["scaler"])
         if self.ema is not None and ck.get("ema") is not None:
-            self.ema.ema.load_state_dict(ck["ema"].to(self.device).state_dict())
+            ema_sd = ck["ema_float32"] if ck.get("ema_float32") is not None else ck["ema"].state_dict()
+            self.ema.ema.load_state_dict(ema_sd)
             self.ema.updates = int(ck["updates"])
-        self.best_fitness = float(ck.get("best_fitness") or 0.0)
+        self.best_fitness = _as_float(ck.get("best_fitness"))
         self.best_epoch = int(ck.get("best_epoch") or 0)
         self.last_opt_step = int(ck.get("last_opt_step", -1) if ck.get("last_opt_step") is not None else -1)
         self.start_epoch = int(ck["epoch"]) + 1
@@ -483,12 +504,19 @@ class Trainer:
 
     # ---------------------------------------------------------------------------------------------------- saving
     def checkpoint(self, epoch):
-        return {"epoch": epoch, "best_fitness": self.best_fitness, "best_epoch": self.best_epoch,
-                "model": de_parallel(self.model), "ema": self.ema.ema, "updates": self.ema.updates,
-                "optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
-                "last_opt_step": self.last_opt_step,
-                "maps": self.maps, "rng": get_rng_states(), "opt": vars(self.opt), "hyp": self.hyp,
-                "names": self.names, "nc": self.nc, "date": datetime.now().isoformat()}
+        """The ultralytics checkpoint (model and EMA in fp16, the optimizer in PyTorch's layout, opt with hyp
+        inline) followed by this project's exact-resume state, under keys official code ignores: fp32 copies of
+        model and EMA (fp16 rounding would change the resumed run), RNG states, scaler, last_opt_step, maps."""
+        from utils.checkpoint import Half, complete_torch_groups, optimizer_state_for_backend
+        from utils.checkpoint.run_options import git_info, official_opt
+        model = de_parallel(self.model)
+        optimizer = complete_torch_groups(optimizer_state_for_backend(self.optimizer.state_dict(), "torch"))
+        return {"epoch": epoch, "best_fitness": float(self.best_fitness), "model": Half(model), "ema": Half(self.ema.ema),
+                "updates": self.ema.updates, "optimizer": optimizer, "opt": official_opt(self.opt, self.opt_hyp),
+                "git": git_info(str(Path(__file__).resolve().parents[1])), "date": datetime.now().isoformat(),
+                "model_float32": _float_state_dict(model), "ema_float32": _float_state_dict(self.ema.ema),
+                "best_epoch": self.best_epoch, "scaler": self.scaler.state_dict(), "last_opt_step": self.last_opt_step,
+                "maps": self.maps, "rng": get_rng_states(), "hyp": self.hyp, "names": self.names, "nc": self.nc}
 
     def save(self, epoch, fi):
         ckpt = self.checkpoint(epoch)
