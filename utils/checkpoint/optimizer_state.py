@@ -57,7 +57,8 @@ def optimizer_state_for_backend(state_dict, backend=None):
         new_state[i] = s
     new_groups = []
     for g in groups:
-        opts = {k: v for k, v in g.get("_options", {}).items()
+        defaults = _ADAM_DEFAULTS if "betas" in g.get("_options", {}) else _SGD_DEFAULTS
+        opts = {k: _torch_typed(k, v, defaults) for k, v in g.get("_options", {}).items()
                 if k not in ("bias_correction1", "bias_correction2", "do_bias_correction", "fused")}
         new_groups.append({**opts, "params": list(g["params"])})
     return complete_torch_groups({"state": new_state, "param_groups": new_groups})
@@ -71,6 +72,14 @@ _SGD_DEFAULTS = {"lr": 0.01, "momentum": 0, "dampening": 0, "weight_decay": 0, "
 _ADAM_DEFAULTS = {"lr": 0.001, "betas": (0.9, 0.999), "eps": 1e-08, "weight_decay": 0, "amsgrad": False,
                   "maximize": False, "foreach": None, "capturable": False, "differentiable": False, "fused": None}
 # (AdamW vs Adam: torch's AdamW sets decoupled_weight_decay itself when it loads a state, Adam defaults it to False)
+
+
+def _torch_typed(k, v, defaults):
+    """OneFlow fills dampening from its own default 0.0 where torch keeps its default 0: written as torch's, so
+    both backends write the same file (values the caller gave, like weight_decay=0.0, stay as given)."""
+    if k == "dampening" and type(v) is float and v == defaults.get(k):
+        return defaults[k]
+    return v
 
 
 def complete_torch_groups(state_dict):
