@@ -196,6 +196,51 @@ def written_opt_groups(m):
     return [{"params": bias}, {"params": decay}, {"params": norm}]
 
 
+def test_strip_optimizer_writes_what_official_strip_writes(written, tmp_path):
+    """model = the EMA in fp16 with requires_grad off and the official model attributes; optimizer, ema, updates,
+    best_fitness None; epoch -1; nothing but the official keys."""
+    import shutil
+    from utils.trainer import strip_optimizer
+    f = tmp_path / "best.pt"
+    shutil.copy(written[0], f)
+    strip_optimizer(f)
+    rec, obj, _ = _parse(f)
+    assert list(obj) == OFFICIAL_KEYS and obj["epoch"] == -1 and obj["opt"]["epochs"] == 10
+    assert all(obj[k] is None for k in ("best_fitness", "ema", "updates", "optimizer"))
+    state = obj["model"].state
+    assert obj["model"].path == "models.yolo.DetectionModel" and state["training"] is False
+    for k in ("yaml", "save", "names", "inplace", "stride", "nc", "hyp", "class_weights"):
+        assert k in state, k
+    assert state["nc"] == 3 and state["names"] == {0: "a", 1: "b", 2: "c"}
+    params = [c for c in rec_calls(obj["model"]) if c.path == "torch._utils._rebuild_parameter"]
+    assert params and all(p.args[1] is False and p.args[0].args[0][1].path == "torch.HalfStorage" for p in params)
+    ema = written[2]
+    sd = load_checkpoint(f, tensors=False, build_models=False)["model"]["state_dict"]
+    for k, v in ema.state_dict().items():
+        ref = to_numpy(v)
+        assert np.array_equal(sd[k], ref.astype(np.float16) if ref.dtype.kind == "f" else ref.reshape(sd[k].shape)), k
+
+
+def rec_calls(node, seen=None):
+    """Every placeholder object under node (depth first)."""
+    seen = set() if seen is None else seen
+    out = []
+    if id(node) in seen:
+        return out
+    seen.add(id(node))
+    if hasattr(node, "path"):
+        out.append(node)
+        for v in list(getattr(node, "args", ())) + [getattr(node, "state", None)]:
+            out += rec_calls(v, seen)
+    elif isinstance(node, dict):
+        for v in node.values():
+            out += rec_calls(v, seen)
+    elif isinstance(node, (list, tuple)):
+        for v in node:
+            out += rec_calls(v, seen)
+    return out
+
+
 # ------------------------------------------------------------------------------- torch.load with placeholders
 _PLACEHOLDERS = '''
 import torch.nn as nn

@@ -30,8 +30,7 @@ def optimizer_state_for_backend(state_dict, backend=None):
             if "momentum_buffer" in s:
                 s["momentum_buf"] = s.pop("momentum_buffer")
             new_state[i] = s
-        if step is not None:
-            new_state["step"] = step
+        new_state["step"] = step or 0  # OneFlow's step() increments it; torch's SGD keeps no count (not used by SGD)
         new_groups = []
         for g in groups:
             opts = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in g.items() if k != "params" and

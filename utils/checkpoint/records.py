@@ -18,7 +18,7 @@ class ModelRecord(dict):
 
 
 _LEGACY_KEYS = ("anchor_grid",)  # buffers older YOLOv5 versions saved but the model recomputes
-_MODEL_ATTRS = ("names", "hyp", "class_weights")  # attributes official training sets on the model; kept on rebuild
+_MODEL_ATTRS = ("nc", "names", "hyp", "class_weights")  # set on the model by official training; kept on rebuild
 
 
 def _backend():
