@@ -40,11 +40,12 @@ def _trained_pieces(seed=0):
 
 
 def _checkpoint(m, ema, opt):
-    """The official keys as the trainer fills them (plus one extra resume key)."""
+    """The official keys as the trainer fills them, and some of its exact-resume keys."""
+    from utils.trainer import _float_state_dict
     optimizer = complete_torch_groups(optimizer_state_for_backend(opt.state_dict(), "torch"))
     return {"epoch": 3, "best_fitness": 0.25, "model": Half(m), "ema": Half(ema), "updates": 7, "optimizer": optimizer,
             "opt": {"epochs": 10, "hyp": {"lr0": 0.01}, "data": "/data/x.yaml"}, "git": {}, "date": "2024-01-01",
-            "last_opt_step": 12}
+            "model_float32": _float_state_dict(m), "ema_float32": _float_state_dict(ema), "last_opt_step": 12}
 
 
 @pytest.fixture(scope="module")
@@ -159,22 +160,32 @@ def test_pickle_names_official_classes_and_torch_storages(written):
 
 
 def test_model_and_ema_are_fp16_and_read_back_exactly(written):
+    """In the file model and ema hold fp16 floats (what official code reads); the project's reader gives back the
+    exact fp32 weights from its extra copies, and the fp16 ones when a file has no such copies."""
     f, m, ema = written
+    rec, obj, _ = _parse(f)
+    for key in ("model", "ema"):  # parameters and buffers: floats fp16, BN counters int64
+        modules = [c for c in rec_calls(obj[key]) if isinstance(getattr(c, "state", None), dict) and
+                   "_parameters" in c.state]
+        tensors = [t for mod in modules for t in [*mod.state["_parameters"].values(), *mod.state["_buffers"].values()]
+                   if t is not None]
+        tensors = [t.args[0] if t.path == "torch._utils._rebuild_parameter" else t for t in tensors]
+        assert len(tensors) == len(m.state_dict())
+        assert {t.args[0][1].path for t in tensors} == {"torch.HalfStorage", "torch.LongStorage"}
+    exact = [c for c in rec_calls(obj["model_float32"]) if c.path == "torch._utils._rebuild_tensor_v2"]
+    assert {c.args[0][1].path for c in exact} == {"torch.FloatStorage", "torch.LongStorage"}
     ck = load_checkpoint(f, tensors=False, build_models=False)
     assert list(ck)[:9] == OFFICIAL_KEYS and ck["last_opt_step"] == 12
     for key, live in (("model", m), ("ema", ema)):
-        rec = ck[key]
-        assert isinstance(rec, ModelRecord) and rec["class"] == "models.yolo.DetectionModel"
-        assert rec["names"] == {0: "a", 1: "b", 2: "c"} and rec["nc"] == 3 and rec["hyp"]["box"] == 0.05
-        assert rec["training"] is live.training
+        r = ck[key]
+        assert isinstance(r, ModelRecord) and r["class"] == "models.yolo.DetectionModel"
+        assert r["names"] == {0: "a", 1: "b", 2: "c"} and r["nc"] == 3 and r["hyp"]["box"] == 0.05
+        assert r["training"] is live.training
         sd = live.state_dict()
-        assert list(rec["state_dict"]) == list(sd)
-        for k, v in rec["state_dict"].items():
+        assert list(r["state_dict"]) == list(sd)
+        for k, v in r["state_dict"].items():
             ref = to_numpy(sd[k])
-            if ref.dtype.kind == "f":
-                assert v.dtype == np.float16 and np.array_equal(v, ref.astype(np.float16)), k
-            else:
-                assert v.dtype == ref.dtype and np.array_equal(v.reshape(ref.shape), ref), k
+            assert v.dtype == ref.dtype and np.array_equal(v.reshape(ref.shape), ref), k
     groups = ck["optimizer"]["param_groups"]
     assert [len(g["params"]) for g in groups] == [len(g["params"]) for g in written_opt_groups(m)]
     assert list(groups[0])[:9] == ["lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize", "foreach",
@@ -185,9 +196,8 @@ def test_model_and_ema_are_fp16_and_read_back_exactly(written):
     built = load_checkpoint(f)  # tensors and rebuilt float32 models
     x = from_numpy(_fixed_input((1, 3, 64, 64)))
     with torch.no_grad():
-        a = to_numpy(built["ema"].eval()(x)[0])
-        b = to_numpy(ema.half().float().eval()(x)[0])  # the live EMA rounded to fp16 as stored
-    assert built["ema"].training is False and np.abs(a - b).max() < 1e-4
+        assert built["ema"].training is False
+        assert np.array_equal(to_numpy(built["ema"].eval()(x)[0]), to_numpy(ema.eval()(x)[0]))
 
 
 def written_opt_groups(m):
@@ -341,8 +351,9 @@ def test_both_backends_write_the_same_pickle(written, tmp_path, other_python):
         for n in a.namelist():
             if "/data/" in n:
                 assert a.getinfo(n).file_size == b.getinfo(n).file_size, n
-    ck = load_checkpoint(there, tensors=False, build_models=False)
-    assert ck["ema"]["state_dict"]["model.0.conv.weight"].dtype == np.float16
+    ck = load_checkpoint(there, tensors=False, build_models=False)  # read back with the exact fp32 copies
+    w = ck["ema"]["state_dict"]["model.0.conv.weight"]
+    assert w.dtype == np.float32 and np.array_equal(w, ck["ema_float32"]["model.0.conv.weight"])
 
 
 # --------------------------------------------------------------------------------------- the earlier format

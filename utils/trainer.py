@@ -233,9 +233,7 @@ class Trainer:
         if opt.resume:
             from utils.checkpoint import load_checkpoint
             self.ckpt = load_checkpoint(weights, map_location="cpu")
-            model = self.ckpt["model"]  # float32, rebuilt from the fp16 copy that official files hold...
-            if self.ckpt.get("model_float32") is not None:  # ...or exactly, from this project's fp32 copy
-                model.load_state_dict(self.ckpt["model_float32"])
+            model = self.ckpt["model"]  # exact fp32 weights from this project's files, fp16 ones from official files
         elif weights:
             model = self._pretrained_model(weights)
         else:
@@ -304,8 +302,7 @@ class Trainer:
         if ck.get("scaler"):
             self.scaler.load_state_dict(ck["scaler"])
         if self.ema is not None and ck.get("ema") is not None:
-            ema_sd = ck["ema_float32"] if ck.get("ema_float32") is not None else ck["ema"].state_dict()
-            self.ema.ema.load_state_dict(ema_sd)
+            self.ema.ema.load_state_dict(ck["ema"].to(self.device).state_dict())
             self.ema.updates = int(ck["updates"])
         self.best_fitness = _as_float(ck.get("best_fitness"))
         self.best_epoch = int(ck.get("best_epoch") or 0)

@@ -3,7 +3,7 @@ import pathlib
 
 from utils.checkpoint.encoder import ValueEncoder
 from utils.checkpoint.legacy_yolov5ck import is_legacy_checkpoint, load_legacy_checkpoint
-from utils.checkpoint.materialize import Materializer
+from utils.checkpoint.materialize import Materializer, use_exact_copies
 from utils.checkpoint.pickle_writer import PickleWriter
 from utils.checkpoint.records import CheckpointError, ModelRecord
 from utils.checkpoint.torch_reader import read_pytorch_file
@@ -63,7 +63,8 @@ def load_checkpoint(path, map_location=None, tensors=True, build_models=True):
 
     tensors=True gives framework tensors (on ``map_location`` if given) through ``utils.backend``; False leaves
     numpy arrays (no framework needed). Stored YOLOv5 models come back as float32 ``DetectionModel``s
-    (build_models=True) or as :class:`ModelRecord` (numpy state dict in the stored dtype)."""
+    (build_models=True) or as :class:`ModelRecord` (numpy state dict): with this project's exact fp32 weights
+    when the file keeps them, else in the stored dtype (fp16 for official files)."""
     path = pathlib.Path(path)
     if is_legacy_checkpoint(path):
         return load_legacy_checkpoint(path, map_location=map_location, tensors=tensors, build_models=build_models)
@@ -74,7 +75,7 @@ def load_checkpoint(path, map_location=None, tensors=True, build_models=True):
         is_zip = f.read(4) == _ZIP_MAGIC
     if is_zip:
         _check_zip_complete(path)
-    obj = read_pytorch_file(path)
+    obj = use_exact_copies(read_pytorch_file(path))
     convert = Materializer(tensors=tensors, build_models=build_models, map_location=map_location, source=str(path))
     try:
         return convert(obj)

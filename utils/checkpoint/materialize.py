@@ -82,6 +82,38 @@ def stub_model_record(model):
     return rec
 
 
+EXACT_COPIES = {"model": "model_float32", "ema": "ema_float32"}  # this project's fp32 copies of the fp16 models
+
+
+def use_exact_copies(obj):
+    """Files of this project keep fp32 copies of the fp16 ``model`` and ``ema`` (official code ignores them): put
+    those values into the stored models, so that reading gives back exactly the weights that were saved."""
+    if not isinstance(obj, dict):
+        return obj
+    for key, copy_key in EXACT_COPIES.items():
+        model, exact = obj.get(key), obj.get(copy_key)
+        if _is_stub_module(model) and isinstance(exact, dict):
+            for name, holder, slot in _stub_tensors(model):
+                t = exact.get(name)
+                if isinstance(t, TensorData) and isinstance(holder[slot], TensorData) and \
+                        t.array.shape == holder[slot].array.shape:
+                    old = holder[slot]
+                    holder[slot] = TensorData(t.array, old.requires_grad, old.param)
+    return obj
+
+
+def _stub_tensors(module, prefix=""):
+    """(state-dict name, dict, key) of every parameter and buffer of a stubbed module tree."""
+    d = vars(module)
+    for slot in ("_parameters", "_buffers"):
+        holder = d.get(slot) or {}
+        for name in holder:
+            yield prefix + name, holder, name
+    for name, child in (d.get("_modules") or {}).items():
+        if child is not None:
+            yield from _stub_tensors(child, f"{prefix}{name}.")
+
+
 class Materializer:
     """Converts a read tree once, keeping shared objects shared (one tensor referenced twice stays one tensor)."""
 
