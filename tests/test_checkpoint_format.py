@@ -41,7 +41,7 @@ def _trained_pieces(seed=0):
 
 def _checkpoint(m, ema, opt):
     """The official keys as the trainer fills them, and some of its exact-resume keys."""
-    from utils.trainer import _float_state_dict
+    from utils.checkpoint.training import float_state_dict as _float_state_dict
     optimizer = complete_torch_groups(optimizer_state_for_backend(opt.state_dict(), "torch"))
     return {"epoch": 3, "best_fitness": 0.25, "model": Half(m), "ema": Half(ema), "updates": 7, "optimizer": optimizer,
             "opt": {"epochs": 10, "hyp": {"lr0": 0.01}, "data": "/data/x.yaml"}, "git": {}, "date": "2024-01-01",

@@ -6,17 +6,15 @@ scaling, warmup of lr (bias group from warmup_bias_lr) and momentum by np.interp
 loss gains scaled for image size, classes and levels, ModelEMA, gradient clipping at 10, AMP on CUDA under
 PyTorch, fitness = 0.1 mAP50 + 0.9 mAP50-95, early stopping, last.pt every epoch and best.pt on improvement.
 
-Checkpoints are official ultralytics ones (utils/checkpoint): model and EMA in fp16, the optimizer in PyTorch's
-layout, opt with hyp inline. Exact resume: last.pt also holds fp32 copies of model and EMA, the python/numpy/
+Checkpoints are official ultralytics ones (utils/checkpoint/training.py): model and EMA in fp16, the optimizer in
+PyTorch's layout, opt with hyp inline. Exact resume: last.pt also holds fp32 copies of model and EMA, the python/numpy/
 framework RNG states taken after the epoch's validation, last_opt_step, maps and best_epoch (the lr schedule is a
 pure function of the epoch), so that with --workers 0 a resumed run replays the remaining epochs bit for bit. An
 official last.pt resumes too, from its fp16 weights and without RNG states.
 """
 import math
-import os
 import random
 import time
-from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -100,31 +98,9 @@ def labels_to_image_weights(labels, nc=80, class_weights=np.ones(80)):
     return (class_weights.reshape(1, nc) * counts).sum(1)
 
 
-def get_rng_states():
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "framework": backend.get_rng_state()}
-
-
-def set_rng_states(s):
-    random.setstate(_as_tuple(s["python"]))
-    np.random.set_state(_as_tuple(s["numpy"]))
-    backend.set_rng_state(np.asarray(backend.to_numpy(s["framework"]) if hasattr(s["framework"], "numpy")
-                                     else s["framework"], dtype=np.uint8))
-
-
-def _as_tuple(x):
-    """random.setstate wants nested tuples; a serialiser may hand lists back."""
-    return tuple(_as_tuple(v) for v in x) if isinstance(x, (list, tuple)) else x
-
-
 def _fitness(results):
     """0.1 mAP50 + 0.9 mAP50-95 of one results tuple (P, R, mAP50, mAP50-95, ...)."""
     return float(fitness(np.asarray(results, dtype=np.float64)))
-
-
-def _float_state_dict(model):
-    from collections import OrderedDict
-    return OrderedDict((k, v.detach().float() if v.dtype.is_floating_point else v.detach())
-                       for k, v in model.state_dict().items())
 
 
 def save_ckpt(ckpt, path):
@@ -137,33 +113,10 @@ def save_ckpt(ckpt, path):
                             "(disk full or folder not writable?); the previous checkpoint is unchanged.") from e
 
 
-OFFICIAL_KEYS = ("epoch", "best_fitness", "model", "ema", "updates", "optimizer", "opt", "git", "date")
-
-
-def _as_float(v):
-    """best_fitness as official code stores it (a 1-element numpy array) or as a number -> float."""
-    return float(np.asarray(v, dtype=np.float64).reshape(-1)[0]) if v is not None else 0.0
-
-
 def strip_optimizer(f="best.pt", s=""):
-    """Make a final checkpoint as the official trainer does: model = the EMA in fp16 with requires_grad off;
-    optimizer, ema, updates, best_fitness None; epoch -1. This project's exact-resume keys are dropped."""
-    import logging
-    from utils.checkpoint import Half, load_checkpoint
-    level = LOGGER.level
-    LOGGER.setLevel(logging.WARNING)  # rebuilding the model would print its layer table again
-    try:
-        x = load_checkpoint(f, map_location="cpu")
-    finally:
-        LOGGER.setLevel(level)
-    model = x["ema"] if x.get("ema") is not None else x["model"]
-    for p in model.parameters():
-        p.requires_grad_(False)
-    out = {k: x.get(k) for k in OFFICIAL_KEYS}
-    out.update(epoch=-1, best_fitness=None, model=Half(model), ema=None, updates=None, optimizer=None)
-    save_ckpt(out, s or f)
-    mb = os.path.getsize(s or f) / 1e6
-    LOGGER.info(f"Optimizer stripped from {f},{f' saved as {s},' if s else ''} {mb:.1f}MB")
+    """The official final checkpoint (utils/checkpoint/training.py), saved with save_ckpt's clear disk errors."""
+    from utils.checkpoint.training import strip_optimizer as strip
+    strip(f, s, save=save_ckpt)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -295,6 +248,7 @@ class Trainer:
     def resume_state(self):
         """Restore optimizer, EMA, best fitness and epoch from the loaded last.pt (RNG states come right before
         the first resumed epoch, in fit())."""
+        from utils.checkpoint.training import best_fitness_value
         ck = self.ckpt
         if ck.get("optimizer") is not None:
             from utils.checkpoint import optimizer_state_for_backend
@@ -304,7 +258,7 @@ class Trainer:
         if self.ema is not None and ck.get("ema") is not None:
             self.ema.ema.load_state_dict(ck["ema"].to(self.device).state_dict())
             self.ema.updates = int(ck["updates"])
-        self.best_fitness = _as_float(ck.get("best_fitness"))
+        self.best_fitness = best_fitness_value(ck.get("best_fitness"))
         self.best_epoch = int(ck.get("best_epoch") or 0)
         self.last_opt_step = int(ck.get("last_opt_step", -1) if ck.get("last_opt_step") is not None else -1)
         self.start_epoch = int(ck["epoch"]) + 1
@@ -501,19 +455,12 @@ class Trainer:
 
     # ---------------------------------------------------------------------------------------------------- saving
     def checkpoint(self, epoch):
-        """The ultralytics checkpoint (model and EMA in fp16, the optimizer in PyTorch's layout, opt with hyp
-        inline) followed by this project's exact-resume state, under keys official code ignores: fp32 copies of
-        model and EMA (fp16 rounding would change the resumed run), RNG states, scaler, last_opt_step, maps."""
-        from utils.checkpoint import Half, complete_torch_groups, optimizer_state_for_backend
-        from utils.checkpoint.run_options import git_info, official_opt
-        model = de_parallel(self.model)
-        optimizer = complete_torch_groups(optimizer_state_for_backend(self.optimizer.state_dict(), "torch"))
-        return {"epoch": epoch, "best_fitness": float(self.best_fitness), "model": Half(model), "ema": Half(self.ema.ema),
-                "updates": self.ema.updates, "optimizer": optimizer, "opt": official_opt(self.opt, self.opt_hyp),
-                "git": git_info(str(Path(__file__).resolve().parents[1])), "date": datetime.now().isoformat(),
-                "model_float32": _float_state_dict(model), "ema_float32": _float_state_dict(self.ema.ema),
-                "best_epoch": self.best_epoch, "scaler": self.scaler.state_dict(), "last_opt_step": self.last_opt_step,
-                "maps": self.maps, "rng": get_rng_states(), "hyp": self.hyp, "names": self.names, "nc": self.nc}
+        """The ultralytics checkpoint and this project's exact-resume state (utils/checkpoint/training.py)."""
+        from utils.checkpoint.training import get_rng_states, training_checkpoint
+        extra = {"best_epoch": self.best_epoch, "scaler": self.scaler.state_dict(), "last_opt_step": self.last_opt_step,
+                 "maps": self.maps, "rng": get_rng_states(), "hyp": self.hyp, "names": self.names, "nc": self.nc}
+        return training_checkpoint(epoch, de_parallel(self.model), self.ema, self.optimizer, self.opt, self.opt_hyp,
+                                   self.best_fitness, extra)
 
     def save(self, epoch, fi):
         ckpt = self.checkpoint(epoch)
@@ -547,6 +494,7 @@ class Trainer:
         # Warmup iterations as the official trainer counts them: at least 100, even for warmup_epochs 0.
         self.nw = max(round(self.hyp["warmup_epochs"] * self.nb), 100)
         if self.ckpt is not None and self.ckpt.get("rng") is not None:
+            from utils.checkpoint.training import set_rng_states
             set_rng_states(self.ckpt["rng"])  # last: set-up above consumed random numbers the first run also drew
         self.ckpt = None
         t0 = time.time()

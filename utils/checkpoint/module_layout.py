@@ -23,10 +23,9 @@ _HOOK_DICTS = ("_backward_pre_hooks", "_backward_hooks", "_is_full_backward_hook
                "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks")
 
 # Where official code keeps each project class (everything else is in models.common)
-_OFFICIAL_HOME = {"DetectionModel": "models.yolo", "Model": "models.yolo", "BaseModel": "models.yolo",
-                  "Detect": "models.yolo", "Segment": "models.yolo", "SegmentationModel": "models.yolo",
-                  "ClassificationModel": "models.yolo", "CrossConv": "models.experimental", "Sum": "models.experimental",
-                  "MixConv2d": "models.experimental", "Ensemble": "models.experimental"}
+_OFFICIAL_HOME = {**{n: "models.yolo" for n in ("DetectionModel", "Model", "BaseModel", "Detect", "Segment",
+                                                 "SegmentationModel", "ClassificationModel")},
+                  **{n: "models.experimental" for n in ("CrossConv", "Sum", "MixConv2d", "Ensemble")}}
 _OFFICIAL_NAME = {"Model": "DetectionModel"}  # our alias; official files since v7.0 name the class
 
 
@@ -34,12 +33,35 @@ def _pair(v):
     return tuple(int(x) for x in v) if isinstance(v, (tuple, list)) else (int(v), int(v))
 
 
-def _get(m, name, default=None):
-    return getattr(m, name, default)
+def _int_or_pair(v):
+    """Pooling layers keep what they were given: torch stores MaxPool2d(5) as 5, OneFlow as (5, 5)."""
+    if isinstance(v, (tuple, list)):
+        v = tuple(int(x) for x in v)
+        return v[0] if len(set(v)) == 1 else v
+    return int(v)
+
+
+def _float_or_none(v):
+    if v is None:
+        return None
+    return tuple(float(x) for x in v) if isinstance(v, (tuple, list)) else float(v)
+
+
+def _same(v):
+    return v
+
+
+def _a(name, convert=_same, default=None):
+    """One attribute of a torch layer: (name, module -> value as torch keeps it)."""
+    return name, lambda m: convert(getattr(m, name, default))
+
+
+def _const(name, value):
+    return name, lambda m: value
 
 
 def _conv_padding(m):
-    p = _get(m, "padding", 0)
+    p = getattr(m, "padding", 0)
     return p if isinstance(p, str) else _pair(p)
 
 
@@ -50,87 +72,60 @@ def _reversed_padding(m):
         return [0, 0, 0, 0]
     if p == "same":
         out = [0, 0, 0, 0]
-        for d, k, i in zip(_pair(_get(m, "dilation", 1)), _pair(m.kernel_size), (2, 0)):
+        for d, k, i in zip(_pair(getattr(m, "dilation", 1)), _pair(m.kernel_size), (2, 0)):
             total = d * (k - 1)
             out[i], out[i + 1] = total // 2, total - total // 2
         return out
     return (p[1], p[1], p[0], p[0])
 
 
-def _float_or_none(v):
-    if v is None:
-        return None
-    return tuple(float(x) for x in v) if isinstance(v, (tuple, list)) else float(v)
-
-
 def _conv_attrs(transposed):
-    return (("in_channels", lambda m: int(m.in_channels)), ("out_channels", lambda m: int(m.out_channels)),
-            ("kernel_size", lambda m: _pair(m.kernel_size)), ("stride", lambda m: _pair(_get(m, "stride", 1))),
-            ("padding", _conv_padding), ("dilation", lambda m: _pair(_get(m, "dilation", 1))),
-            ("transposed", lambda m: transposed), ("output_padding", lambda m: _pair(_get(m, "output_padding", 0))),
-            ("groups", lambda m: int(_get(m, "groups", 1))), ("padding_mode", lambda m: _get(m, "padding_mode", "zeros")),
+    return (_a("in_channels", int), _a("out_channels", int), _a("kernel_size", _pair), _a("stride", _pair, 1),
+            ("padding", _conv_padding), _a("dilation", _pair, 1), _const("transposed", transposed),
+            _a("output_padding", _pair, 0), _a("groups", int, 1), _a("padding_mode", str, "zeros"),
             ("_reversed_padding_repeated_twice", _reversed_padding))
 
 
-def _plain_attrs(*names_defaults):
-    return tuple((n, (lambda n, d: lambda m: _get(m, n, d))(n, d)) for n, d in names_defaults)
-
-
-_INPLACE = _plain_attrs(("inplace", False))
-_NONE = ()
+_INPLACE = (_a("inplace", bool, False),)
+_ACT, _CONTAINER = "torch.nn.modules.activation", "torch.nn.modules.container"
+_WB = ("weight", "bias")
 # torch layer name -> (torch module path, parameter names, buffer names, attribute table); attributes in the order
 # torch 2.x sets them in __init__. Parameters/buffers a framework leaves out (OneFlow's bias-free Conv2d has no
 # 'bias' entry) are written as None, as torch registers them.
 TORCH_LAYERS = {
-    "Conv2d": ("torch.nn.modules.conv", ("weight", "bias"), (), _conv_attrs(False)),
-    "ConvTranspose2d": ("torch.nn.modules.conv", ("weight", "bias"), (), _conv_attrs(True)),
-    "BatchNorm2d": ("torch.nn.modules.batchnorm", ("weight", "bias"), ("running_mean", "running_var",
-                                                                      "num_batches_tracked"),
-                    (("num_features", lambda m: int(m.num_features)), ("eps", lambda m: float(m.eps)),
-                     ("momentum", lambda m: _float_or_none(m.momentum)), ("affine", lambda m: bool(m.affine)),
-                     ("track_running_stats", lambda m: bool(m.track_running_stats)))),
-    "SiLU": ("torch.nn.modules.activation", (), (), _INPLACE),
-    "ReLU": ("torch.nn.modules.activation", (), (), _INPLACE),
-    "Hardswish": ("torch.nn.modules.activation", (), (), _INPLACE),
-    "ReLU6": ("torch.nn.modules.activation", (), (), _plain_attrs(("min_val", 0.0), ("max_val", 6.0),
-                                                                  ("inplace", False))),
-    "LeakyReLU": ("torch.nn.modules.activation", (), (), (("negative_slope", lambda m: float(m.negative_slope)),
-                                                          ("inplace", lambda m: bool(_get(m, "inplace", False))))),
-    "Sigmoid": ("torch.nn.modules.activation", (), (), _NONE),
-    "Tanh": ("torch.nn.modules.activation", (), (), _NONE),
-    "GELU": ("torch.nn.modules.activation", (), (), _plain_attrs(("approximate", "none"))),
-    "Softmax": ("torch.nn.modules.activation", (), (), _plain_attrs(("dim", None))),
-    "Identity": ("torch.nn.modules.linear", (), (), _NONE),
-    "Linear": ("torch.nn.modules.linear", ("weight", "bias"), (), (("in_features", lambda m: int(m.in_features)),
-                                                                   ("out_features", lambda m: int(m.out_features)))),
+    "Conv2d": ("torch.nn.modules.conv", _WB, (), _conv_attrs(False)),
+    "ConvTranspose2d": ("torch.nn.modules.conv", _WB, (), _conv_attrs(True)),
+    "BatchNorm2d": ("torch.nn.modules.batchnorm", _WB, ("running_mean", "running_var", "num_batches_tracked"),
+                    (_a("num_features", int), _a("eps", float), _a("momentum", _float_or_none), _a("affine", bool),
+                     _a("track_running_stats", bool))),
+    "SiLU": (_ACT, (), (), _INPLACE),
+    "ReLU": (_ACT, (), (), _INPLACE),
+    "Hardswish": (_ACT, (), (), _INPLACE),
+    "ReLU6": (_ACT, (), (), (_a("min_val", float, 0.0), _a("max_val", float, 6.0), *_INPLACE)),
+    "LeakyReLU": (_ACT, (), (), (_a("negative_slope", float, 0.01), *_INPLACE)),
+    "Sigmoid": (_ACT, (), (), ()),
+    "Tanh": (_ACT, (), (), ()),
+    "GELU": (_ACT, (), (), (_a("approximate", str, "none"),)),
+    "Softmax": (_ACT, (), (), (_a("dim"),)),
+    "Identity": ("torch.nn.modules.linear", (), (), ()),
+    "Linear": ("torch.nn.modules.linear", _WB, (), (_a("in_features", int), _a("out_features", int))),
     "Upsample": ("torch.nn.modules.upsampling", (), (), (
-        ("name", lambda m: "Upsample"), ("size", lambda m: _get(m, "size")),
-        ("scale_factor", lambda m: _float_or_none(_get(m, "scale_factor"))), ("mode", lambda m: _get(m, "mode", "nearest")),
-        ("align_corners", lambda m: _get(m, "align_corners")),
-        ("recompute_scale_factor", lambda m: _get(m, "recompute_scale_factor")))),
+        _const("name", "Upsample"), _a("size"), _a("scale_factor", _float_or_none), _a("mode", str, "nearest"),
+        _a("align_corners"), _a("recompute_scale_factor"))),
     "MaxPool2d": ("torch.nn.modules.pooling", (), (), (
-        ("kernel_size", lambda m: _int_or_pair(m.kernel_size)),
-        ("stride", lambda m: _int_or_pair(_get(m, "stride") or m.kernel_size)),
-        ("padding", lambda m: _int_or_pair(_get(m, "padding", 0))), ("dilation", lambda m: _int_or_pair(_get(m, "dilation", 1))),
-        ("return_indices", lambda m: bool(_get(m, "return_indices", False))),
-        ("ceil_mode", lambda m: bool(_get(m, "ceil_mode", False))))),
-    "AdaptiveAvgPool2d": ("torch.nn.modules.pooling", (), (), _plain_attrs(("output_size", 1))),
-    "Dropout": ("torch.nn.modules.dropout", (), (), _plain_attrs(("p", 0.5), ("inplace", False))),
-    "Flatten": ("torch.nn.modules.flatten", (), (), _plain_attrs(("start_dim", 1), ("end_dim", -1))),
-    "LayerNorm": ("torch.nn.modules.normalization", ("weight", "bias"), (), (
-        ("normalized_shape", lambda m: tuple(int(x) for x in m.normalized_shape)), ("eps", lambda m: float(m.eps)),
-        ("elementwise_affine", lambda m: bool(m.elementwise_affine)))),
-    "Sequential": ("torch.nn.modules.container", (), (), _NONE),
-    "ModuleList": ("torch.nn.modules.container", (), (), _NONE),
+        _a("kernel_size", _int_or_pair),
+        ("stride", lambda m: _int_or_pair(getattr(m, "stride", None) or m.kernel_size)),  # None means kernel_size
+        _a("padding", _int_or_pair, 0), _a("dilation", _int_or_pair, 1), _a("return_indices", bool, False),
+        _a("ceil_mode", bool, False))),
+    "AdaptiveAvgPool2d": ("torch.nn.modules.pooling", (), (), (_a("output_size", _same, 1),)),
+    "Dropout": ("torch.nn.modules.dropout", (), (), (_a("p", float, 0.5), _a("inplace", bool, False))),
+    "Flatten": ("torch.nn.modules.flatten", (), (), (_a("start_dim", int, 1), _a("end_dim", int, -1))),
+    "LayerNorm": ("torch.nn.modules.normalization", _WB, (), (
+        _a("normalized_shape", lambda v: tuple(int(x) for x in v)), _a("eps", float),
+        _a("elementwise_affine", bool))),
+    "Sequential": (_CONTAINER, (), (), ()),
+    "ModuleList": (_CONTAINER, (), (), ()),
 }
-
-
-def _int_or_pair(v):
-    """Pooling layers keep what they were given: torch stores MaxPool2d(5) as 5, OneFlow as (5, 5)."""
-    if isinstance(v, (tuple, list)):
-        v = tuple(int(x) for x in v)
-        return v[0] if len(set(v)) == 1 else v
-    return int(v)
 
 
 def _is_framework_class(cls):
@@ -183,12 +178,13 @@ def encode_module(m, enc, cast_half=False):
         pnames = [n for n, _ in m.named_parameters(recurse=False)]
         bnames = [n for n, _ in m.named_buffers(recurse=False)]
         attrs = None
-    buffers = {n: _get(m, n) for n in bnames}
+    buffers = {n: getattr(m, n, None) for n in bnames}
     state = {"training": bool(m.training),
-             "_parameters": {n: _tensor_or_none(enc, _get(m, n), cast_half, True) for n in pnames},
+             "_parameters": {n: _tensor_or_none(enc, getattr(m, n, None), cast_half, True) for n in pnames},
              "_buffers": {n: _tensor_or_none(enc, b, cast_half) for n, b in buffers.items()}}
-    if layer == "BatchNorm2d" and buffers.get("running_mean") is not None and buffers.get("num_batches_tracked") is None:
-        state["_buffers"]["num_batches_tracked"] = enc.array_tensor(np.zeros((), np.int64))  # OneFlow keeps none
+    if layer == "BatchNorm2d" and buffers.get("running_mean") is not None and \
+            buffers.get("num_batches_tracked") is None:  # OneFlow keeps no counter
+        state["_buffers"]["num_batches_tracked"] = enc.array_tensor(np.zeros((), np.int64))
     non_persistent = [n for n in (getattr(m, "_non_persistent_buffers_set", None) or ()) if n in buffers]
     state["_non_persistent_buffers_set"] = Call(Global("__builtin__", "set"), (non_persistent,))
     for h in _HOOK_DICTS:
@@ -227,9 +223,9 @@ def _own_attrs(m, enc, cast_half, class_name):
             out[k] = enc.tensor(v, cast_half and class_name == "Detect" and k == "stride")  # as official _apply
         elif class_name == "Detect" and k in ("grid", "anchor_grid") and isinstance(v, (list, tuple)):
             # cached decode grids: written empty, as a fresh Detect holds them; forward rebuilds them
-            dtype = np.float16 if cast_half else enc.numpy_dtype(_get(m, "anchors"))
+            dtype = np.float16 if cast_half else enc.numpy_dtype(getattr(m, "anchors", None))
             out[k] = [enc.array_tensor(np.empty(0, dtype)) for _ in v]
-        elif callable(v) and not isinstance(v, type):
+        elif callable(v) and not isinstance(v, type) and not enc.is_module(v):
             raise TypeError(f"{type(m).__name__}.{k} holds a function (a fused model?): it cannot be written to a "
                             "checkpoint; save the model before fuse()")
         else:
