@@ -84,10 +84,12 @@ def resume_opt(opt):
         ckpt = load_checkpoint(last, tensors=False, build_models=False)
     except CheckpointError as e:
         raise TrainingError(f"--resume: {e}") from e
-    if not isinstance(ckpt, dict) or not isinstance(ckpt.get("opt"), dict) or ckpt.get("optimizer") is None:
+    saved = ckpt.get("opt") if isinstance(ckpt, dict) else None
+    saved = vars(saved) if isinstance(saved, argparse.Namespace) else saved  # a Namespace reads as its dict
+    if not isinstance(saved, dict) or ckpt.get("optimizer") is None:
         raise TrainingError(f"--resume: {last} is a finished (stripped) or foreign checkpoint; it cannot be resumed. "
                             "Use it as --weights to start a new run.")
-    saved = dict(ckpt["opt"])
+    saved = dict(saved)
     save_dir = last.parent.parent
     new = parse_opt(True, args=[])
     vars(new).update(saved)

@@ -104,6 +104,8 @@ def test_resume_from_an_official_format_checkpoint(reference_run, tmp_path):
     official = {k: ck[k] for k in OFFICIAL_KEYS}
     official.update(model=Half(ck["model"]), ema=Half(ck["ema"]), best_fitness=np.array([ck["best_fitness"]]))
     assert isinstance(official["opt"]["hyp"], dict) and official["opt"]["epochs"] == EPOCHS
+    import yaml
+    assert yaml.safe_load((reference_run / "opt.yaml").read_text())["hyp"] == official["opt"]["hyp"]
     run = tmp_path / "exp"
     save_checkpoint(official, run / "weights" / "last.pt")
     ref_lines = (reference_run / "results.csv").read_text().splitlines()
@@ -118,3 +120,20 @@ def test_resume_from_an_official_format_checkpoint(reference_run, tmp_path):
     for r, q in zip(rows[1:], ref[1:]):
         assert r[-3:] == q[-3:]  # x/lr0..lr2: the schedule continued from the restored optimizer and epoch
     assert load_checkpoint(run / "weights" / "last.pt", tensors=False, build_models=False)["epoch"] == -1
+
+
+def test_opt_holds_what_official_resume_reads(tmp_path):
+    """Official train.py --resume rebuilds its options from opt.yaml (or the checkpoint's opt) and reads every one
+    of its flags, hyp as a dict and data as a file it can open from its own folder."""
+    import yaml
+    import train
+    from utils.checkpoint.run_options import OFFICIAL_OPT_DEFAULTS, official_opt
+    opt = train.parse_opt(True, args=["--data", "coco128.yaml", "--cfg", "yolov5n.yaml", "--bbox_iou_optim"])
+    opt.save_dir, opt.results = str(tmp_path / "exp"), (0.1, 0.2)
+    d = official_opt(opt, {"lr0": 0.01, "momentum": 0.937})
+    assert list(d)[:len(OFFICIAL_OPT_DEFAULTS)] == list(OFFICIAL_OPT_DEFAULTS)
+    assert d["hyp"] == {"lr0": 0.01, "momentum": 0.937} and d["save_dir"] == str(tmp_path / "exp")
+    assert Path(d["data"]).is_absolute() and Path(d["data"]).resolve() == (ROOT / "data" / "coco128.yaml").resolve()
+    assert d["evolve_population"] == "data/hyps" and d["bbox_interval"] == -1 and d["cfg"] == "yolov5n.yaml"
+    assert d["bbox_iou_optim"] is True and "results" not in d
+    assert yaml.safe_load(yaml.safe_dump(d, sort_keys=False)) == d

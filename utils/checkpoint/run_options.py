@@ -44,10 +44,20 @@ def _resolved_data(data):
         return str(data)
 
 
+def _is_plain(v):
+    if v is None or isinstance(v, (str, bool, int, float)):
+        return True
+    if isinstance(v, (list, tuple)):
+        return all(_is_plain(x) for x in v)
+    return isinstance(v, dict) and all(_is_plain(k) and _is_plain(x) for k, x in v.items())
+
+
 def official_opt(opt, hyp):
     """vars(opt) as a dict official code can resume from: official keys first (defaults filled in), ``hyp``
-    inline, ``data`` absolute, paths as strings; this project's extra flags after them."""
-    ours = {k: _plain(v) for k, v in vars(opt).items() if not k.startswith("_") and k != "results"}
+    inline, ``data`` absolute, paths as strings; this project's extra flags after them (options that are not plain
+    data, such as results attached after a run, are left out)."""
+    ours = {k: _plain(v) for k, v in vars(opt).items() if not k.startswith("_")}
+    ours = {k: v for k, v in ours.items() if _is_plain(v) and k != "results"}
     d = {k: ours.pop(k, default) for k, default in OFFICIAL_OPT_DEFAULTS.items()}
     d["hyp"] = {k: _plain(v) for k, v in dict(hyp).items()}
     d["data"] = _resolved_data(d["data"])
