@@ -270,22 +270,23 @@ out = {"keys": list(ck), "model_class": type(m).__module__ + "." + type(m).__nam
        "ema_training": ema.training, "model_training": m.training,
        "ema_requires_grad": any(p.requires_grad for p in ema.parameters()),
        "n_state": len(m.state_dict()), "detect_stride": m.model[-1].stride.tolist(), "names": m.names,
-       "add": m.model[2].m[0].add, "concat_d": m.model[9].d, "types": [l.type for l in m.model],
-       "upsample": [m.model[8].scale_factor, m.model[8].mode], "groups": [len(g["params"]) for g in ck["optimizer"]["param_groups"]]}
+       "add": m.model[2].m[0].add, "concat_d": m.model[9].d, "types": [layer.type for layer in m.model],
+       "upsample": [m.model[8].scale_factor, m.model[8].mode],
+       "groups": [len(g["params"]) for g in ck["optimizer"]["param_groups"]]}
 x = torch.from_numpy(np.load(sys.argv[2]))
 l0 = m.model[0].float()
 out["layer0"] = l0.act(l0.bn.eval()(l0.conv(x))).detach().numpy().tolist()
 decay, norm, bias = [], [], []
 for mod in m.modules():
     for n, p in mod.named_parameters(recurse=False):
-        (bias if n == "bias" else norm if n == "weight" and isinstance(mod, nn.BatchNorm2d) else decay).append(p)
+        (bias if n == "bias" else norm if n == "weight" and isinstance(mod, torch.nn.BatchNorm2d) else decay).append(p)
 opt = torch.optim.SGD(bias, lr=0.1, momentum=0.9, nesterov=True)
 opt.add_param_group({"params": decay, "weight_decay": 5e-4})
 opt.add_param_group({"params": norm, "weight_decay": 0.0})
 opt.load_state_dict(ck["optimizer"])  # the official smart_resume step
 out["loaded_lr"] = opt.param_groups[1]["lr"]
 print(json.dumps(out))
-'''.replace("nn.BatchNorm2d", "torch.nn.BatchNorm2d")
+'''
 
 
 def _run_torch(code, args, cwd, request):
@@ -298,7 +299,8 @@ def _run_torch(code, args, cwd, request):
         assert p.returncode == 0, p.stderr[-3000:]
         return p.stdout
     other = request.getfixturevalue("other_python")
-    return other.run(f"import runpy, sys; sys.path.insert(0, {str(cwd)!r}); sys.argv = ['x', *{list(map(str, args))!r}]; "
+    argv = ["x", *map(str, args)]
+    return other.run(f"import runpy, sys; sys.path.insert(0, {str(cwd)!r}); sys.argv = {argv!r}; "
                      f"runpy.run_path({str(script)!r}, run_name='__main__')", cwd=cwd)
 
 
@@ -320,7 +322,8 @@ def test_plain_torch_load_with_placeholder_model_classes(written, tmp_path, requ
     assert res["names"] == {"0": "a", "1": "b", "2": "c"} or res["names"] == {0: "a", 1: "b", 2: "c"}
     assert res["add"] is True and res["concat_d"] == 1 and res["upsample"] == [2.0, "nearest"]
     assert res["types"][0] == "models.common.Conv" and res["types"][8] == "torch.nn.modules.upsampling.Upsample"
-    assert res["types"][-1] == "models.yolo.Detect" and res["groups"] == [len(g["params"]) for g in written_opt_groups(m)]
+    assert res["types"][-1] == "models.yolo.Detect"
+    assert res["groups"] == [len(g["params"]) for g in written_opt_groups(m)]
     assert res["loaded_lr"] == pytest.approx(0.01)
     half = _tiny_model(0)
     half.load_state_dict({k: v.half().float() if v.dtype.is_floating_point else v for k, v in m.state_dict().items()})
