@@ -85,7 +85,8 @@ def get_latest_run(search_dir="."):
 
 
 def resume_opt(opt):
-    """The options of the run being resumed (from its last.pt), pointing --weights at that last.pt."""
+    """The options of the run being resumed (from its last.pt: this project's or an official ultralytics run's),
+    pointing --weights at that last.pt. Flags the saved options lack take this script's defaults."""
     from utils.checkpoint import CheckpointError, load_checkpoint
     last = Path(opt.resume if isinstance(opt.resume, str) else get_latest_run(opt.project))
     if not last.is_file():
@@ -94,17 +95,18 @@ def resume_opt(opt):
         ckpt = load_checkpoint(last, tensors=False, build_models=False)
     except CheckpointError as e:
         raise TrainingError(f"--resume: {e}") from e
-    if not isinstance(ckpt.get("opt"), dict) or ckpt.get("optimizer") is None:
+    saved = ckpt.get("opt") if isinstance(ckpt, dict) else None
+    saved = vars(saved) if isinstance(saved, argparse.Namespace) else saved  # a Namespace reads as its dict
+    if not isinstance(saved, dict) or ckpt.get("optimizer") is None:
         raise TrainingError(f"--resume: {last} is a finished (stripped) or foreign checkpoint; it cannot be resumed. "
                             "Use it as --weights to start a new run.")
-    saved = dict(ckpt["opt"])
+    saved = dict(saved)
     save_dir = last.parent.parent
-    new = argparse.Namespace(**saved)
+    new = parse_opt(True, args=[])
+    vars(new).update(saved)
     new.resume, new.weights, new.cfg, new.save_dir = True, str(last), "", str(save_dir)
     hyp_yaml = save_dir / "hyp.yaml"
     new.hyp = str(hyp_yaml) if hyp_yaml.is_file() else saved.get("hyp")
-    for k in ("bbox_iou_optim", "multi_tensor_optimizer"):  # runs saved before these flags existed
-        setattr(new, k, bool(saved.get(k, False)))
     LOGGER.info(f"Resuming from {last}")
     return new
 

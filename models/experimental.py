@@ -1,7 +1,7 @@
 """Loading trained weights: ``attempt_load`` for official ultralytics .pt files and this project's checkpoints.
 
 Official files pickle whole model objects; we never unpickle those classes. The checkpoint is read as plain data
-(utils/checkpoint.py), the model is rebuilt from its stored yaml, and the weights are copied in. That also makes
+(utils/checkpoint/), the model is rebuilt from its stored yaml, and the weights are copied in. That also makes
 v6.x (``models.yolo.Model``) and v7.0 (``models.yolo.DetectionModel``) files, Focus/SPP-era configs and files
 that kept ``model.24.anchor_grid`` load the same way.
 """

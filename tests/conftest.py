@@ -21,7 +21,8 @@ SHARED = Path(os.environ.get("YOLO_SHARED_DIR", ROOT.parent / "shared"))
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: runs whole train.py/val.py/detect.py/export.py subprocesses")
+    config.addinivalue_line("markers", "slow: runs whole train.py/val.py/detect.py/export.py subprocesses "
+                                       "(deselect with -m 'not slow')")
 
 
 @pytest.fixture(scope="session")
@@ -77,8 +78,3 @@ def other_python():
     if not python.exists():
         pytest.skip(f"no {other} environment at {python} ('make setup' builds it)")
     return OtherBackend(other, python)
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: runs whole train.py/val.py/detect.py/export.py processes "
-                                       "(deselect with -m 'not slow')")

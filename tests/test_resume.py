@@ -1,5 +1,6 @@
 """Exact resume: a run killed with SIGKILL after epoch 1 and resumed with --resume ends with the same results.csv
-rows and the same final weights as the same run uninterrupted (CPU, --workers 0, fixed seed)."""
+rows and the same final weights as the same run uninterrupted (CPU, --workers 0, fixed seed). A checkpoint holding
+only what official ultralytics writes resumes at its next epoch."""
 import subprocess
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ EPOCHS = 3
 def _args(data, project):
     return ["--data", data, "--cfg", "yolov5n.yaml", "--weights", "", "--img", "64", "--batch-size", "8",
             "--epochs", EPOCHS, "--workers", "0", "--seed", "3", "--device", "cpu", "--noplots",
-            "--project", project, "--name", "exp"]
+            "--save-period", "1", "--project", project, "--name", "exp"]
 
 
 def _rows(csv):
@@ -42,6 +43,7 @@ def reference_run(data, tmp_path_factory):
     return project / "exp"
 
 
+@pytest.mark.slow
 def test_kill_and_resume_matches_uninterrupted(data, reference_run, tmp_path):
     ref_dir = reference_run
 
@@ -77,6 +79,7 @@ def test_kill_and_resume_matches_uninterrupted(data, reference_run, tmp_path):
         np.testing.assert_array_equal(wa[k], wb[k], err_msg=k)
 
 
+@pytest.mark.slow
 def test_resume_refuses_finished_checkpoint(reference_run):
     r2 = run_train(["--resume", reference_run / "weights" / "last.pt"])
     assert r2.returncode == 1
@@ -86,3 +89,51 @@ def test_resume_refuses_finished_checkpoint(reference_run):
     assert r3.returncode == 1 and str(reference_run / "weights" / "last.pt") in r3.stderr
     r4 = run_train(["--resume", reference_run / "weights" / "nothing.pt"])
     assert r4.returncode == 1 and "no checkpoint found" in r4.stderr
+
+
+OFFICIAL_KEYS = ("epoch", "best_fitness", "model", "ema", "updates", "optimizer", "opt", "git", "date")
+
+
+@pytest.mark.slow
+def test_resume_from_an_official_format_checkpoint(reference_run, tmp_path):
+    """A last.pt with only what official ultralytics writes (fp16 model and EMA, best_fitness as a numpy array,
+    opt with hyp inline; no RNG states, no fp32 copies, no opt.yaml or hyp.yaml beside it) resumes at its next
+    epoch with its optimizer state: the learning rates of the resumed epochs are the uninterrupted run's."""
+    from utils.checkpoint import Half, load_checkpoint, save_checkpoint
+    ck = load_checkpoint(reference_run / "weights" / "epoch0.pt", map_location="cpu")
+    official = {k: ck[k] for k in OFFICIAL_KEYS}
+    official.update(model=Half(ck["model"]), ema=Half(ck["ema"]), best_fitness=np.array([ck["best_fitness"]]))
+    assert isinstance(official["opt"]["hyp"], dict) and official["opt"]["epochs"] == EPOCHS
+    import yaml
+    assert yaml.safe_load((reference_run / "opt.yaml").read_text())["hyp"] == official["opt"]["hyp"]
+    run = tmp_path / "exp"
+    save_checkpoint(official, run / "weights" / "last.pt")
+    ref_lines = (reference_run / "results.csv").read_text().splitlines()
+    (run / "results.csv").write_text("\n".join(ref_lines[:2]) + "\n")  # the official run's epoch-0 row
+
+    res = run_train(["--resume", run / "weights" / "last.pt"])
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert f"from epoch 1 to {EPOCHS} total epochs" in res.stderr + res.stdout
+    rows = [[float(x) for x in r.split(",")] for r in _rows(run / "results.csv")]
+    ref = [[float(x) for x in r.split(",")] for r in _rows(reference_run / "results.csv")]
+    assert [r[0] for r in rows] == [0, 1, 2] and rows[0] == ref[0]
+    for r, q in zip(rows[1:], ref[1:]):
+        assert r[-3:] == q[-3:]  # x/lr0..lr2: the schedule continued from the restored optimizer and epoch
+    assert load_checkpoint(run / "weights" / "last.pt", tensors=False, build_models=False)["epoch"] == -1
+
+
+def test_opt_holds_what_official_resume_reads(tmp_path):
+    """Official train.py --resume rebuilds its options from opt.yaml (or the checkpoint's opt) and reads every one
+    of its flags, hyp as a dict and data as a file it can open from its own folder."""
+    import yaml
+    import train
+    from utils.checkpoint.run_options import OFFICIAL_OPT_DEFAULTS, official_opt
+    opt = train.parse_opt(True, args=["--data", "coco128.yaml", "--cfg", "yolov5n.yaml", "--bbox_iou_optim"])
+    opt.save_dir, opt.results = str(tmp_path / "exp"), (0.1, 0.2)
+    d = official_opt(opt, {"lr0": 0.01, "momentum": 0.937})
+    assert list(d)[:len(OFFICIAL_OPT_DEFAULTS)] == list(OFFICIAL_OPT_DEFAULTS)
+    assert d["hyp"] == {"lr0": 0.01, "momentum": 0.937} and d["save_dir"] == str(tmp_path / "exp")
+    assert Path(d["data"]).is_absolute() and Path(d["data"]).resolve() == (ROOT / "data" / "coco128.yaml").resolve()
+    assert d["evolve_population"] == "data/hyps" and d["bbox_interval"] == -1 and d["cfg"] == "yolov5n.yaml"
+    assert d["bbox_iou_optim"] is True and "results" not in d
+    assert yaml.safe_load(yaml.safe_dump(d, sort_keys=False)) == d

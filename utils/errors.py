@@ -1,7 +1,7 @@
 """Errors caused by what the user gave (a path, a file, a flag, a dataset) and how the entry scripts report them.
 
 Each such error's message already names the file or value and says what to do, so train.py, val.py and detect.py
-print it as one line and exit 1 instead of showing a traceback. No framework import here: utils/checkpoint.py,
+print it as one line and exit 1 instead of showing a traceback. No framework import here: utils/checkpoint/,
 which reads checkpoints without one, subclasses UserError too.
 """
 import contextlib

@@ -6,15 +6,15 @@ scaling, warmup of lr (bias group from warmup_bias_lr) and momentum by np.interp
 loss gains scaled for image size, classes and levels, ModelEMA, gradient clipping at 10, AMP on CUDA under
 PyTorch, fitness = 0.1 mAP50 + 0.9 mAP50-95, early stopping, last.pt every epoch and best.pt on improvement.
 
-Exact resume: last.pt holds the float32 model, the EMA and its update count, the optimizer state, the epoch (the
-lr schedule is a pure function of it), best fitness and the python/numpy/framework RNG states taken after the
-epoch's validation, so that with --workers 0 a resumed run replays the remaining epochs bit for bit.
+Checkpoints are official ultralytics ones (utils/checkpoint/training.py): model and EMA in fp16, the optimizer in
+PyTorch's layout, opt with hyp inline. Exact resume: last.pt also holds fp32 copies of model and EMA, the python/numpy/
+framework RNG states taken after the epoch's validation, last_opt_step, maps and best_epoch (the lr schedule is a
+pure function of the epoch), so that with --workers 0 a resumed run replays the remaining epochs bit for bit. An
+official last.pt resumes too, from its fp16 weights and without RNG states.
 """
 import math
-import os
 import random
 import time
-from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -98,29 +98,9 @@ def labels_to_image_weights(labels, nc=80, class_weights=np.ones(80)):
     return (class_weights.reshape(1, nc) * counts).sum(1)
 
 
-def get_rng_states():
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "framework": backend.get_rng_state()}
-
-
-def set_rng_states(s):
-    random.setstate(_as_tuple(s["python"]))
-    np.random.set_state(_as_tuple(s["numpy"]))
-    backend.set_rng_state(np.asarray(backend.to_numpy(s["framework"]) if hasattr(s["framework"], "numpy")
-                                     else s["framework"], dtype=np.uint8))
-
-
-def _as_tuple(x):
-    """random.setstate wants nested tuples; a serialiser may hand lists back."""
-    return tuple(_as_tuple(v) for v in x) if isinstance(x, (list, tuple)) else x
-
-
 def _fitness(results):
     """0.1 mAP50 + 0.9 mAP50-95 of one results tuple (P, R, mAP50, mAP50-95, ...)."""
     return float(fitness(np.asarray(results, dtype=np.float64)))
-
-
-def _float_state_dict(model):
-    return {k: v.detach().float() if v.dtype.is_floating_point else v.detach() for k, v in model.state_dict().items()}
 
 
 def save_ckpt(ckpt, path):
@@ -134,19 +114,9 @@ def save_ckpt(ckpt, path):
 
 
 def strip_optimizer(f="best.pt", s=""):
-    """Make a final checkpoint: weights = EMA in fp16, no optimizer/EMA/RNG state, epoch -1 (about 1/3 the size)."""
-    from utils.checkpoint import load_checkpoint
-    x = load_checkpoint(f, map_location="cpu", build_models=False)
-    if x.get("ema") is not None:
-        x["model"] = x["ema"]
-    rec = x["model"]
-    rec["state_dict"] = {k: (v.astype(np.float16) if v.dtype.kind == "f" else v) for k, v in rec["state_dict"].items()}
-    for k in ("optimizer", "scaler", "best_fitness", "ema", "updates", "rng", "last_opt_step", "maps", "best_epoch"):
-        x[k] = None
-    x["epoch"] = -1
-    save_ckpt(x, s or f)
-    mb = os.path.getsize(s or f) / 1e6
-    LOGGER.info(f"Optimizer stripped from {f},{f' saved as {s},' if s else ''} {mb:.1f}MB")
+    """The official final checkpoint (utils/checkpoint/training.py), saved with save_ckpt's clear disk errors."""
+    from utils.checkpoint.training import strip_optimizer as strip
+    strip(f, s, save=save_ckpt)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -158,6 +128,7 @@ class Trainer:
         self.rank, self.world_size, self.local_rank = dist_context()
         self.main = self.rank in (-1, 0)
         self.hyp = self._load_hyp(hyp)
+        self.opt_hyp = dict(self.hyp)  # as loaded: what opt.yaml and checkpoints record (official resume reads it)
         self.epochs = opt.epochs
         self.start_epoch, self.best_fitness, self.best_epoch = 0, 0.0, 0
         self.last_opt_step = -1
@@ -193,9 +164,9 @@ class Trainer:
         if not opt.evolve:
             with open(self.save_dir / "hyp.yaml", "w") as f:
                 yaml.safe_dump(self.hyp, f, sort_keys=False)
-            with open(self.save_dir / "opt.yaml", "w") as f:
-                yaml.safe_dump({k: (str(v) if isinstance(v, Path) else v) for k, v in vars(opt).items()}, f,
-                               sort_keys=False)
+            from utils.checkpoint.run_options import official_opt
+            with open(self.save_dir / "opt.yaml", "w") as f:  # official train.py --resume reads this file
+                yaml.safe_dump(official_opt(opt, self.opt_hyp), f, sort_keys=False)
         self.loggers = Loggers(self.save_dir, opt, self.hyp) if not opt.evolve else None
 
     def setup_data(self):
@@ -215,7 +186,7 @@ class Trainer:
         if opt.resume:
             from utils.checkpoint import load_checkpoint
             self.ckpt = load_checkpoint(weights, map_location="cpu")
-            model = self.ckpt["model"]
+            model = self.ckpt["model"]  # exact fp32 weights from this project's files, fp16 ones from official files
         elif weights:
             model = self._pretrained_model(weights)
         else:
@@ -280,6 +251,7 @@ class Trainer:
     def resume_state(self):
         """Restore optimizer, EMA, best fitness and epoch from the loaded last.pt (RNG states come right before
         the first resumed epoch, in fit())."""
+        from utils.checkpoint.training import best_fitness_value
         ck = self.ckpt
         if ck.get("optimizer") is not None:
             from utils.checkpoint import optimizer_state_for_backend
@@ -289,7 +261,7 @@ class Trainer:
         if self.ema is not None and ck.get("ema") is not None:
             self.ema.ema.load_state_dict(ck["ema"].to(self.device).state_dict())
             self.ema.updates = int(ck["updates"])
-        self.best_fitness = float(ck.get("best_fitness") or 0.0)
+        self.best_fitness = best_fitness_value(ck.get("best_fitness"))
         self.best_epoch = int(ck.get("best_epoch") or 0)
         self.last_opt_step = int(ck.get("last_opt_step", -1) if ck.get("last_opt_step") is not None else -1)
         self.start_epoch = int(ck["epoch"]) + 1
@@ -481,12 +453,12 @@ class Trainer:
 
     # ---------------------------------------------------------------------------------------------------- saving
     def checkpoint(self, epoch):
-        return {"epoch": epoch, "best_fitness": self.best_fitness, "best_epoch": self.best_epoch,
-                "model": de_parallel(self.model), "ema": self.ema.ema, "updates": self.ema.updates,
-                "optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
-                "last_opt_step": self.last_opt_step,
-                "maps": self.maps, "rng": get_rng_states(), "opt": vars(self.opt), "hyp": self.hyp,
-                "names": self.names, "nc": self.nc, "date": datetime.now().isoformat()}
+        """The ultralytics checkpoint and this project's exact-resume state (utils/checkpoint/training.py)."""
+        from utils.checkpoint.training import get_rng_states, training_checkpoint
+        extra = {"best_epoch": self.best_epoch, "scaler": self.scaler.state_dict(), "last_opt_step": self.last_opt_step,
+                 "maps": self.maps, "rng": get_rng_states(), "hyp": self.hyp, "names": self.names, "nc": self.nc}
+        return training_checkpoint(epoch, de_parallel(self.model), self.ema, self.optimizer, self.opt, self.opt_hyp,
+                                   self.best_fitness, extra)
 
     def save(self, epoch, fi):
         ckpt = self.checkpoint(epoch)
@@ -520,6 +492,7 @@ class Trainer:
         # Warmup iterations as the official trainer counts them: at least 100, even for warmup_epochs 0.
         self.nw = max(round(self.hyp["warmup_epochs"] * self.nb), 100)
         if self.ckpt is not None and self.ckpt.get("rng") is not None:
+            from utils.checkpoint.training import set_rng_states
             set_rng_states(self.ckpt["rng"])  # last: set-up above consumed random numbers the first run also drew
         self.ckpt = None
         t0 = time.time()

@@ -1,0 +1,84 @@
+"""The training options a run stores (``opt`` in its checkpoints, ``opt.yaml`` beside them) in the form official
+ultralytics/yolov5 reads when it resumes the run, and the ``git`` record its checkpoints carry.
+
+Official ``train.py --resume`` rebuilds its options from opt.yaml (or the checkpoint's ``opt``) as
+``argparse.Namespace(**d)`` and then reads every one of its flags from it, takes ``hyp`` as an inline dict and
+``data`` as a dataset YAML it can open: so every official key is present (official defaults where this project has
+no such flag), ``hyp`` is the run's hyperparameter dict as loaded (before the loss gains are scaled) and ``data``
+an absolute path. This project's own flags are kept too; official code ignores them.
+"""
+import functools
+import pathlib
+import subprocess
+
+# official train.py flags (ultralytics/yolov5 5081342f) and their defaults, in its order; save_dir comes last
+OFFICIAL_OPT_DEFAULTS = {
+    "weights": "yolov5s.pt", "cfg": "", "data": "data/coco128.yaml", "hyp": "data/hyps/hyp.scratch-low.yaml",
+    "epochs": 100, "batch_size": 16, "imgsz": 640, "rect": False, "resume": False, "nosave": False, "noval": False,
+    "noautoanchor": False, "noplots": False, "evolve": None, "evolve_population": "data/hyps", "resume_evolve": None,
+    "bucket": "", "cache": None, "image_weights": False, "device": "", "multi_scale": False, "single_cls": False,
+    "optimizer": "SGD", "sync_bn": False, "workers": 8, "project": "runs/train", "name": "exp", "exist_ok": False,
+    "quad": False, "cos_lr": False, "label_smoothing": 0.0, "patience": 100, "freeze": [0], "save_period": -1,
+    "seed": 0, "local_rank": -1, "entity": None, "upload_dataset": False, "bbox_interval": -1, "save_dir": "",
+}
+
+
+def _plain(v):
+    if isinstance(v, pathlib.PurePath):
+        return str(v)
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    return v
+
+
+def _resolved_data(data):
+    """The dataset YAML as an absolute path (official resume opens it from its own folder); as given otherwise."""
+    if not isinstance(data, (str, pathlib.PurePath)) or not str(data):
+        return data
+    try:
+        from utils.dataset_config import find_yaml
+        return str(pathlib.Path(find_yaml(data)).resolve())
+    except Exception:  # a dataset that cannot be found now is reported where it is used, not here
+        return str(data)
+
+
+def _is_plain(v):
+    if v is None or isinstance(v, (str, bool, int, float)):
+        return True
+    if isinstance(v, (list, tuple)):
+        return all(_is_plain(x) for x in v)
+    return isinstance(v, dict) and all(_is_plain(k) and _is_plain(x) for k, x in v.items())
+
+
+def official_opt(opt, hyp):
+    """vars(opt) as a dict official code can resume from: official keys first (defaults filled in), ``hyp``
+    inline, ``data`` absolute, paths as strings; this project's extra flags after them (options that are not plain
+    data, such as results attached after a run, are left out)."""
+    ours = {k: _plain(v) for k, v in vars(opt).items() if not k.startswith("_")}
+    ours = {k: v for k, v in ours.items() if _is_plain(v) and k != "results"}
+    d = {k: ours.pop(k, default) for k, default in OFFICIAL_OPT_DEFAULTS.items()}
+    d["hyp"] = {k: _plain(v) for k, v in dict(hyp).items()}
+    d["data"] = _resolved_data(d["data"])
+    d.update(ours)
+    return d
+
+
+@functools.lru_cache(maxsize=4)
+def git_info(root):
+    """{'remote', 'branch', 'commit'} of the repository at root, as official checkpoints record it; {} when git or
+    the repository is unavailable."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=5,
+                              check=True).stdout.strip()
+    try:
+        commit = git("rev-parse", "HEAD")
+        branch = git("rev-parse", "--abbrev-ref", "HEAD")
+        try:
+            remote = git("config", "--get", "remote.origin.url")
+        except subprocess.CalledProcessError:
+            remote = ""
+        return {"remote": remote, "branch": branch, "commit": commit}
+    except (OSError, subprocess.SubprocessError):
+        return {}

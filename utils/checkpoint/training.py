@@ -1,0 +1,86 @@
+"""What the trainer writes at the end of each epoch and at the end of training (needs a framework: lives apart from
+the package's framework-free readers).
+
+A training checkpoint is the official ultralytics one (model and EMA in fp16, the optimizer in PyTorch's layout
+with the official group order, ``opt`` with ``hyp`` inline, git, date) followed by this project's exact-resume
+state under keys official code ignores: fp32 copies of model and EMA (fp16 rounding would change a resumed run),
+the python/numpy/framework RNG states, the AMP scaler, last_opt_step, per-class maps, best_epoch, the scaled hyp,
+names and nc. The final checkpoint is stripped as the official ``strip_optimizer`` does it.
+"""
+import collections
+import logging
+import os
+import random
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from utils.checkpoint.encoder import Half
+from utils.checkpoint.files import load_checkpoint, save_checkpoint
+from utils.checkpoint.optimizer_state import complete_torch_groups, optimizer_state_for_backend
+from utils.checkpoint.run_options import git_info, official_opt
+
+OFFICIAL_KEYS = ("epoch", "best_fitness", "model", "ema", "updates", "optimizer", "opt", "git", "date")
+LOGGER = logging.getLogger("yolov5")
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def get_rng_states():
+    from utils import backend
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "framework": backend.get_rng_state()}
+
+
+def set_rng_states(s):
+    from utils import backend
+    random.setstate(_as_tuple(s["python"]))
+    np.random.set_state(_as_tuple(s["numpy"]))
+    backend.set_rng_state(np.asarray(backend.to_numpy(s["framework"]) if hasattr(s["framework"], "numpy")
+                                     else s["framework"], dtype=np.uint8))
+
+
+def _as_tuple(x):
+    """random.setstate wants nested tuples; a serialiser may hand lists back."""
+    return tuple(_as_tuple(v) for v in x) if isinstance(x, (list, tuple)) else x
+
+
+def float_state_dict(model):
+    """The state dict with floating tensors in fp32 (the exact weights, whatever AMP or .half() did)."""
+    return collections.OrderedDict((k, v.detach().float() if v.dtype.is_floating_point else v.detach())
+                                   for k, v in model.state_dict().items())
+
+
+def best_fitness_value(v):
+    """best_fitness as official code stores it (a 1-element numpy array) or as a number -> float."""
+    return float(np.asarray(v, dtype=np.float64).reshape(-1)[0]) if v is not None else 0.0
+
+
+def training_checkpoint(epoch, model, ema, optimizer, opt, opt_hyp, best_fitness, extra):
+    """The dict saved as last.pt/best.pt/epochN.pt: official keys first, then ``extra`` (this project's resume
+    state) and the fp32 copies of model and EMA. ``model`` must be the bare model (no DDP wrapper)."""
+    optimizer_state = complete_torch_groups(optimizer_state_for_backend(optimizer.state_dict(), "torch"))
+    ckpt = {"epoch": epoch, "best_fitness": float(best_fitness), "model": Half(model), "ema": Half(ema.ema),
+            "updates": ema.updates, "optimizer": optimizer_state, "opt": official_opt(opt, opt_hyp),
+            "git": git_info(str(_ROOT)), "date": datetime.now().isoformat(),
+            "model_float32": float_state_dict(model), "ema_float32": float_state_dict(ema.ema)}
+    ckpt.update(extra)
+    return ckpt
+
+
+def strip_optimizer(f="best.pt", s="", save=save_checkpoint):
+    """Make a final checkpoint as the official trainer does: model = the EMA in fp16 with requires_grad off;
+    optimizer, ema, updates, best_fitness None; epoch -1. This project's exact-resume keys are dropped."""
+    level = LOGGER.level
+    LOGGER.setLevel(logging.WARNING)  # rebuilding the model would print its layer table again
+    try:
+        x = load_checkpoint(f, map_location="cpu")
+    finally:
+        LOGGER.setLevel(level)
+    model = x["ema"] if x.get("ema") is not None else x["model"]
+    for p in model.parameters():
+        p.requires_grad_(False)
+    out = {k: x.get(k) for k in OFFICIAL_KEYS}
+    out.update(epoch=-1, best_fitness=None, model=Half(model), ema=None, updates=None, optimizer=None)
+    save(out, s or f)
+    mb = os.path.getsize(s or f) / 1e6
+    LOGGER.info(f"Optimizer stripped from {f},{f' saved as {s},' if s else ''} {mb:.1f}MB")
