@@ -23,6 +23,11 @@ ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
+from utils import signals  # noqa: E402
+
+if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on is only recorded (utils/signals.py)
+    signals.install("detect")
+
 from utils.backend import inference_mode, select_device, wait_for_work  # noqa: E402
 from utils.errors import exit_on_user_error  # noqa: E402
 from utils.general import (LOGGER, check_img_size, colorstr, increment_path, non_max_suppression,  # noqa: E402
@@ -70,7 +75,7 @@ def run(weights=ROOT / "yolov5s.pt", source=ROOT / "data/images", data=None, img
     from utils.dataloaders import LoadImages
     source = str(source)
     save_img = not nosave and not source.endswith(".txt")  # ultralytics: .txt sources save labels only
-    save_dir = increment_path(Path(project) / name, exist_ok=exist_ok)
+    save_dir = increment_path(Path(project) / name, exist_ok=exist_ok, mkdir=True)  # one line if unwritable
     (save_dir / "labels" if save_txt else save_dir).mkdir(parents=True, exist_ok=True)
 
     device = select_device(device)
@@ -87,7 +92,9 @@ def run(weights=ROOT / "yolov5s.pt", source=ROOT / "data/images", data=None, img
     seen, dt = 0, (_Timer(device), _Timer(device), _Timer(device))
     csv_path = save_dir / "predictions.csv"
     _frames.skipped = 0
+    signals.describe_on_disk(lambda: f"{save_dir} holds the results of the {seen} images done so far")
     for path, im, im0s, vid_cap, s in _frames(dataset):
+        signals.check()  # a safe point: Ctrl-C / SIGTERM stop here, never inside the framework
         with dt[0]:
             x = preprocess(im, device, half)
         with dt[1]:

@@ -20,6 +20,11 @@ ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
+from utils import signals  # noqa: E402
+
+if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on is only recorded (utils/signals.py)
+    signals.install("train")
+
 from utils import backend  # noqa: E402
 from utils.errors import exit_on_user_error  # noqa: E402
 from utils.general import LOGGER, increment_path  # noqa: E402
@@ -111,7 +116,9 @@ def main(opt):
             if opt.project == str(ROOT / "runs/train"):
                 opt.project = str(ROOT / "runs/evolve")
             opt.exist_ok, opt.resume = opt.resume, False
-        opt.save_dir = str(increment_path(Path(opt.project) / opt.name, exist_ok=opt.exist_ok))
+        # Making the folder is the claim (two runs started at once get exp and exp2). Only rank 0 claims: the other
+        # DDP ranks never write to the run folder (Trainer.setup_run_dir), so their unclaimed name is never used.
+        opt.save_dir = str(increment_path(Path(opt.project) / opt.name, exist_ok=opt.exist_ok, mkdir=rank in (-1, 0)))
         opt.resume = False
 
     device = select_training_device(opt, world_size, local_rank)
@@ -187,6 +194,5 @@ def run(**kwargs):
 
 
 if __name__ == "__main__":
-    with exit_on_user_error("train", on_interrupt="interrupted: nothing partial was written; weights/last.pt holds "
-                                                   "the last finished epoch (continue with --resume)."):
+    with exit_on_user_error("train"):
         main(parse_opt())

@@ -22,6 +22,11 @@ ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # `python val.py` from anywhere finds models/ and utils/
 
+from utils import signals  # noqa: E402
+
+if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on is only recorded (utils/signals.py)
+    signals.install("val")
+
 from utils.backend import inference_mode, select_device, to_numpy, torch, wait_for_work  # noqa: E402
 from utils.errors import exit_on_user_error  # noqa: E402
 from utils.general import (LOGGER, check_img_size, coco80_to_coco91_class, colorstr, increment_path,  # noqa: E402
@@ -127,7 +132,7 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
         from models.experimental import attempt_load
         device = select_device(device, batch_size=batch_size)
         half &= "cuda" in str(device)
-        save_dir = increment_path(Path(project) / name, exist_ok=exist_ok)
+        save_dir = increment_path(Path(project) / name, exist_ok=exist_ok, mkdir=True)  # one line if unwritable
         (save_dir / "labels" if save_txt else save_dir).mkdir(parents=True, exist_ok=True)
         model = attempt_load(weights, device=device, fuse=True)
         model.half() if half else model.float()
@@ -168,7 +173,10 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
     except ImportError:
         LOGGER.info(s)
         pbar = dataloader
+    if not training:
+        signals.describe_on_disk(lambda: f"no metrics were computed; {save_dir} holds what the batches so far wrote")
     for batch_i, (im, targets, paths, shapes) in enumerate(pbar):
+        signals.check()  # a safe point: Ctrl-C / SIGTERM stop here, never inside the framework
         with dt[0]:
             im = im.to(device)
             targets = targets.to(device)
@@ -263,7 +271,12 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
     for i, c in enumerate(ap_class):
         maps[c] = ap[i]
     n_batches = max(len(dataloader), 1) if hasattr(dataloader, "__len__") else 1
-    return (mp, mr, map50, map, *(to_numpy(loss) / n_batches).tolist()), maps, t
+    losses = (to_numpy(loss) / n_batches).tolist()
+    if compute_loss and not np.isfinite(losses).all():  # results.csv would show nan with no word of why
+        LOGGER.warning(f"WARNING ⚠️ validation losses are not finite (box, obj, cls = {[round(x, 4) for x in losses]}):"
+                       " the model's outputs on the validation images are NaN or overflow, so this epoch's metrics "
+                       "mean nothing; lower --hyp lr0 or check the labels.")
+    return (mp, mr, map50, map, *losses), maps, t
 
 
 def match_image(pred, labels, im_hw, shape0, ratio_pad, iouv):
