@@ -57,11 +57,21 @@ class Trial:
         with self.lock:
             return "".join(self.out)
 
-    def wait_for(self, marker, count=1, timeout=300):
-        """Block until `marker` has appeared `count` times in the output; False if the process ended first."""
+    def wait_for(self, phase, count=1, timeout=300):
+        """Block until `phase` has begun `count` times (per the output); False if the process ended first."""
         t0 = time.time()
         while time.time() - t0 < timeout:
-            if self.text().count(marker) >= count:
+            if phase_counts(self.text())[phase] >= count:
+                return True
+            if self.p.poll() is not None:
+                return False
+            time.sleep(0.01)
+        return False
+
+    def wait_for_text(self, text, timeout=300):
+        t0 = time.time()
+        while time.time() - t0 < timeout:
+            if text in self.text():
                 return True
             if self.p.poll() is not None:
                 return False
@@ -95,6 +105,20 @@ class Trial:
             return False
 
 
+def phase_counts(text):
+    """How many times training epochs, validations and post-validation steps (results.csv row, checkpoint save)
+    have begun, read from train.py's output."""
+    results = len(VAL_RESULT.findall(text.replace("\r", "\n")))
+    return {"train": text.count(TRAIN_HEADER), "val": text.count(VAL_START), "save": results}
+
+
+def landed_in(text):
+    n = phase_counts(text)
+    if n["val"] > n["save"]:
+        return "val"
+    return "save" if n["save"] and n["save"] >= n["train"] else "train"
+
+
 def read_epoch(last):
     """The epoch last.pt holds, read with the project's reader (raises if it is unreadable)."""
     from utils.checkpoint import load_any
@@ -103,13 +127,12 @@ def read_epoch(last):
 
 def run_trial(python, backend, data, project, name, phase="train", sig=signal.SIGINT, to="group", rng=random,
               epochs=30, second_after=None):
-    """Start train.py, wait for the `phase` ('train' or 'val') of a random early epoch, sleep a random moment into
-    it and send `sig` (and, with second_after, the same signal again that many seconds later). Returns a dict."""
+    """Start train.py, wait for `phase` ('train', 'val' or 'save': what follows a validation) of a random early
+    epoch, sleep a random moment into it and send `sig` (and, with second_after, the same signal again that many
+    seconds later). Returns a dict."""
     t = Trial(python, backend, train_args(data, project, name, epochs))
-    epoch = rng.randint(1, 3)  # the n-th epoch's training (or validation) header
-    marker = TRAIN_HEADER if phase == "train" else VAL_START
-    started = t.wait_for(marker, count=epoch)
-    time.sleep(rng.uniform(0.0, 0.6) if phase == "train" else rng.uniform(0.0, 0.25))
+    started = t.wait_for(phase, count=rng.randint(1, 3))
+    time.sleep(rng.uniform(0.0, {"train": 0.6, "val": 0.25, "save": 1.0}[phase]))
     out_before = t.text()
     t.send(sig, to)
     if second_after is not None:
@@ -127,8 +150,7 @@ def run_trial(python, backend, data, project, name, phase="train", sig=signal.SI
         readable = True
     except Exception as e:  # the point of the trial: report, do not crash
         last_epoch, readable = f"unreadable: {e}", False
-    in_val = out_before.count(VAL_START) > len(VAL_RESULT.findall(out_before.replace("\r", "\n")))
-    return {"rc": rc, "secs": round(secs, 1), "started": started, "phase": "val" if in_val else "train",
+    return {"rc": rc, "secs": round(secs, 1), "started": started, "phase": landed_in(out_before),
             "stop_lines": stop_lines, "last_exists": last.exists(), "last_epoch": last_epoch, "readable": readable,
             "traceback": "Traceback" in text, "workers_left": t.group_alive(), "tail": "\n".join(lines[-int(os.environ.get("TAIL_LINES", 8)):])}
 
@@ -160,6 +182,7 @@ def main():
     ap.add_argument("--trials", type=int, default=10)
     ap.add_argument("--signal", default="INT", choices=["INT", "TERM"])
     ap.add_argument("--to", default="group", choices=["group", "pid"], help="the process group (Ctrl-C) or the pid")
+    ap.add_argument("--phases", default="train,val", help="where to aim, in turn: train, val, save")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     from tests.train_helpers import make_tiny_dataset
@@ -170,7 +193,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         data = make_tiny_dataset(Path(tmp) / "data", n_train=16, n_val=16, size=96)
         for i in range(a.trials):
-            phase = "train" if i % 2 == 0 else "val"
+            phases = a.phases.split(",")
+            phase = phases[i % len(phases)]
             r = run_trial(python, a.backend, data, Path(tmp) / "runs", f"t{i}", phase, sig, a.to, rng)
             bad = check(r, sig)
             held += not bad
