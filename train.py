@@ -27,7 +27,7 @@ if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on
 
 from utils import backend  # noqa: E402
 from utils.errors import exit_on_user_error  # noqa: E402
-from utils.general import LOGGER, increment_path  # noqa: E402
+from utils.general import LOGGER, RunDirError, increment_path  # noqa: E402
 from utils.trainer import TrainingError, dist_context, train  # noqa: E402
 
 
@@ -118,7 +118,11 @@ def main(opt):
             opt.exist_ok, opt.resume = opt.resume, False
         # Making the folder is the claim (two runs started at once get exp and exp2). Only rank 0 claims: the other
         # DDP ranks never write to the run folder (Trainer.setup_run_dir), so their unclaimed name is never used.
-        opt.save_dir = str(increment_path(Path(opt.project) / opt.name, exist_ok=opt.exist_ok, mkdir=rank in (-1, 0)))
+        try:
+            opt.save_dir = str(increment_path(Path(opt.project) / opt.name, exist_ok=opt.exist_ok,
+                                              mkdir=rank in (-1, 0)))
+        except RunDirError as e:
+            raise TrainingError(str(e)) from e
         opt.resume = False
 
     device = select_training_device(opt, world_size, local_rank)

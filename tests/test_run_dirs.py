@@ -91,7 +91,7 @@ def test_uncreatable_run_folder_is_a_user_error(tmp_path):
     from utils.general import increment_path
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
-    with pytest.raises(UserError, match=r"Cannot create the run folder .*a_file/runs.*--project"):
+    with pytest.raises(UserError, match=r"Run folder .*a_file/runs/exp is not writable.*--project"):
         increment_path(blocker / "runs" / "exp", mkdir=True)
     with pytest.raises(UserError, match="--project"):
         increment_path(blocker / "exp", exist_ok=True, mkdir=True)
@@ -115,7 +115,7 @@ def test_unwritable_project_is_one_line(script, tmp_path, yolov5n_pt):
     r = _entry(script, args)
     assert r.returncode == 1, r.stderr[-3000:]
     assert "Traceback" not in r.stderr, r.stderr[-3000:]
-    errors = [ln for ln in r.stderr.splitlines() if "Cannot create the run folder" in ln]
+    errors = [ln for ln in r.stderr.splitlines() if "is not writable" in ln]
     assert len(errors) == 1 and str(project / "exp") in errors[0] and "--project" in errors[0], r.stderr[-3000:]
 
 

@@ -94,8 +94,8 @@ def _claim_dir(path, exist_ok, sep):
             except FileExistsError:
                 continue
     except OSError as e:
-        raise RunDirError(f"Cannot create the run folder {candidate}: {e.strerror or e}. Choose a writable --project "
-                          "(or another --name).") from e
+        raise RunDirError(f"Run folder {candidate} is not writable: cannot create it ({e.strerror or e}). Choose a "
+                          "writable --project (or another --name).") from e
     raise RunDirError(f"{path}, {path}{sep}2 ... {path}{sep}9999 all exist: choose another --project or --name.")
 
 

@@ -1,11 +1,12 @@
 """Ctrl-C (SIGINT) and SIGTERM for the entry scripts: record the request, stop at the next safe point, say in one
 line what is on disk, exit 130 / 143.
 
-Why not the default KeyboardInterrupt: Python raises it wherever the main thread happens to be, and OneFlow 0.9.0
-does not survive that inside its eager runtime (a probe looping conv forward/backward + eager Sync died with
-SIGSEGV in 6 of 6 SIGINTs, once after hanging until a second one; with a handler that only records the signal,
-10 of 10 stopped cleanly). So the handler only records; loops call check() between steps and batches, where
-raising is harmless, and saves are never cut in half by it.
+Why not the default KeyboardInterrupt (which, under OneFlow, only exists since utils/backend.py takes SIGINT back
+from OneFlow's own C handler): it is raised wherever the main thread happens to be, so it can be swallowed (an
+exception raised inside a __del__ or a callback is only printed), it can land between a results.csv row and its
+checkpoint, and SIGTERM has no such exception at all: the default kills the process without a word. Here the
+handler only records the signal; the loops call check() between steps and batches, where stopping is harmless,
+so a checkpoint save in progress is always finished, and the exit line reports what the file on disk holds.
 
 A second signal while stopping ends the process at once (exit 128 + that signal), from a watcher thread woken
 through signal.set_wakeup_fd, so it works even while the main thread is stuck in framework code.
