@@ -126,6 +126,9 @@ def main(opt):
         opt.resume = False
 
     device = select_training_device(opt, world_size, local_rank)
+    if world_size > 1:  # a rank stopped by Ctrl-C/SIGTERM is not a crash: its peers got the signal too (launchers
+        from utils import ddp  # forward it) and stop on their own, so their watchdogs should not fail them for it
+        signals.on_stop(ddp.finish)
     if opt.evolve:
         from utils.evolve import evolve
         from utils.trainer import Trainer

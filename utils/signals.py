@@ -47,6 +47,7 @@ class StopHandler:
         self._exit_lock = threading.Lock()  # one exit line even if a second signal races the first exit
         self._printed = False
         self._rfd = self._wfd = None
+        self.on_stop = []  # callables run just before the exit (a DDP rank's goodbye to its peers' watchdogs)
 
     def install(self):
         for s in STOP_SIGNALS:
@@ -101,6 +102,9 @@ class StopHandler:
                 self._print(how, status)
         elif not self._printed and self.describe is not None:  # the first exit is stuck before its line
             self._print(how, "what is on disk was not determined")
+        for fn in self.on_stop:
+            with contextlib.suppress(BaseException):
+                fn()
         _end_children()
         os._exit(128 + int(signum))
 
@@ -141,6 +145,12 @@ def describe_on_disk(describe):
     process that prints no line (DDP ranks other than 0: rank 0 reports)."""
     if _handler is not None:
         _handler.describe = describe
+
+
+def on_stop(fn):
+    """Run fn() when a signal stops the process, right before it exits (no-op without a handler)."""
+    if _handler is not None:
+        _handler.on_stop.append(fn)
 
 
 def checkpoint_status(last):
