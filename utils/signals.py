@@ -8,7 +8,7 @@ checkpoint, and SIGTERM has no such exception at all: the default kills the proc
 handler only records the signal; the loops call check() between steps and batches, where stopping is harmless,
 so a checkpoint save in progress is always finished, and the exit line reports what the file on disk holds.
 
-A second signal while stopping ends the process at once (exit 128 + that signal), from a watcher thread woken
+A second signal while stopping (a second or more after the first) ends the process at once (exit 128 + that signal), from a watcher thread woken
 through signal.set_wakeup_fd, so it works even while the main thread is stuck in framework code.
 
 DataLoader workers (forked) block SIGINT: a terminal's Ctrl-C reaches the whole process group, and a worker that
@@ -22,9 +22,14 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# Signals this soon after the first are the same request arriving twice, not a second Ctrl-C: a terminal's Ctrl-C
+# reaches a DDP rank directly and again through its launcher (oneflow.distributed.launch sends SIGTERM to its whole
+# process group at once, torch.distributed.run forwards SIGINT).
+SAME_REQUEST_S = 1.0
 
 
 class Interrupted(KeyboardInterrupt):
@@ -68,7 +73,7 @@ class StopHandler:
     def _watch(self):
         """Counts stop signals from the wakeup pipe (the C-level handler writes each signal's number there before
         any Python code runs); the second one exits now, whatever the main thread is doing."""
-        seen = 0
+        first = None
         while True:
             try:
                 data = os.read(self._rfd, 64)
@@ -76,10 +81,14 @@ class StopHandler:
                 continue
             except OSError:
                 return
-            seen += sum(b in STOP_SIGNALS for b in data)
-            if seen >= 2:
-                last = [b for b in data if b in STOP_SIGNALS][-1]
-                self.exit(last, f"stopped at once by a second {signal.Signals(last).name}")
+            now = time.monotonic()
+            for b in data:
+                if b not in STOP_SIGNALS:
+                    continue
+                if first is None:
+                    first = now
+                elif now - first >= SAME_REQUEST_S:
+                    self.exit(b, f"stopped at once by a second {signal.Signals(b).name}")
 
     def check(self):
         if self.signum is not None:
@@ -201,7 +210,6 @@ def _block_interrupts_in_worker(_handler_obj):
 def _end_children(timeout=3.0):
     """Terminate and reap multiprocessing children (DataLoader workers), so none outlives the exit."""
     import multiprocessing
-    import time
     try:
         children = multiprocessing.active_children()
         for p in children:
