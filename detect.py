@@ -24,6 +24,11 @@ ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
+from utils import signals  # noqa: E402
+
+if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on is only recorded (utils/signals.py)
+    signals.install("detect")
+
 from utils.backend import inference_mode  # noqa: E402
 from utils.errors import exit_on_user_error  # noqa: E402
 from utils.general import LOGGER, colorstr, increment_path  # noqa: E402
@@ -49,7 +54,8 @@ def run(weights=ROOT / "yolov5s.pt", source=ROOT / "data/images", data=None, img
     model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, data=data, imgsz=imgsz)
     dataset = open_source(source, stream, imgsz, stride=model.stride, auto=model.pt, vid_stride=vid_stride)
     bs = len(dataset) if stream else 1
-    save_dir = increment_path(Path(project) / name, exist_ok=exist_ok)  # after the source opened: no empty folders
+    # after the source opened: no empty folders; claiming it gives one line if unwritable
+    save_dir = increment_path(Path(project) / name, exist_ok=exist_ok, mkdir=True)
     (save_dir / "labels" if save_txt else save_dir).mkdir(parents=True, exist_ok=True)
     outputs = DetectionOutputs(save_dir, model.names, save_img, save_txt, save_format, save_conf, save_crop, save_csv,
                                view_img, line_thickness, hide_labels, hide_conf, n_sources=bs)

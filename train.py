@@ -20,9 +20,14 @@ ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
+from utils import signals  # noqa: E402
+
+if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on is only recorded (utils/signals.py)
+    signals.install("train")
+
 from utils import backend  # noqa: E402
 from utils.errors import exit_on_user_error  # noqa: E402
-from utils.general import LOGGER, increment_path  # noqa: E402
+from utils.general import LOGGER, RunDirError, increment_path  # noqa: E402
 from utils.trainer import TrainingError, dist_context, train  # noqa: E402
 
 
@@ -124,10 +129,19 @@ def main(opt):
             if opt.project == str(ROOT / "runs/train"):
                 opt.project = str(ROOT / "runs/evolve")
             opt.exist_ok, opt.resume = opt.resume, False
-        opt.save_dir = str(increment_path(Path(opt.project) / opt.name, exist_ok=opt.exist_ok))
+        # Making the folder is the claim (two runs started at once get exp and exp2). Only rank 0 claims: the other
+        # DDP ranks never write to the run folder (Trainer.setup_run_dir), so their unclaimed name is never used.
+        try:
+            opt.save_dir = str(increment_path(Path(opt.project) / opt.name, exist_ok=opt.exist_ok,
+                                              mkdir=rank in (-1, 0)))
+        except RunDirError as e:
+            raise TrainingError(str(e)) from e
         opt.resume = False
 
     device = select_training_device(opt, world_size, local_rank)
+    if world_size > 1:  # a rank stopped by Ctrl-C/SIGTERM is not a crash: its peers got the signal too (launchers
+        from utils import ddp  # forward it) and stop on their own, so their watchdogs should not fail them for it
+        signals.on_stop(ddp.finish)
     if opt.evolve:
         from utils.evolve import evolve
         from utils.trainer import Trainer
@@ -206,6 +220,5 @@ def run(**kwargs):
 
 
 if __name__ == "__main__":
-    with exit_on_user_error("train", on_interrupt="interrupted: nothing partial was written; weights/last.pt holds "
-                                                   "the last finished epoch (continue with --resume)."):
+    with exit_on_user_error("train"):
         main(parse_opt())

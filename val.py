@@ -23,6 +23,11 @@ ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # `python val.py` from anywhere finds models/ and utils/
 
+from utils import signals  # noqa: E402
+
+if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on is only recorded (utils/signals.py)
+    signals.install("val")
+
 from utils.backend import inference_mode, select_device  # noqa: E402
 from utils.errors import UserError, exit_on_user_error  # noqa: E402
 from utils.evaluation import evaluator_for_dataset, run_validation, validate_model  # noqa: E402
@@ -60,7 +65,7 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
     from utils.dataloaders import create_dataloader
     from utils.dataset_config import check_dataset
     device = select_device(device, batch_size=batch_size)
-    save_dir = increment_path(Path(project) / name, exist_ok=exist_ok)
+    save_dir = increment_path(Path(project) / name, exist_ok=exist_ok, mkdir=True)  # one line if unwritable
     (save_dir / "labels" if save_txt else save_dir).mkdir(parents=True, exist_ok=True)
     model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, data=data, imgsz=imgsz)
     pt, half = model.pt, model.fp16
@@ -84,6 +89,7 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
     evaluator = evaluator_for_dataset(data, model.names, save_dir, single_cls=single_cls, plots=plots,
                                       verbose=verbose or nc < 50, task=task, save_txt=save_txt, save_conf=save_conf,
                                       save_json=save_json, weights=weights)
+    signals.describe_on_disk(lambda: f"no metrics were computed; {save_dir} holds what the batches so far wrote")
     results = run_validation(model, dataloader, evaluator, half=half, augment=augment, conf_thres=conf_thres,
                              iou_thres=iou_thres, max_det=max_det, save_hybrid=save_hybrid,
                              speed_shape=(batch_size, 3, imgsz, imgsz))

@@ -9,7 +9,9 @@ import contextlib
 import ctypes
 import glob
 import os
+import signal
 import sys
+import threading
 import importlib.util
 
 __all__ = ["torch", "nn", "F", "BACKEND", "IS_ONEFLOW", "IS_TORCH", "VERSION"]
@@ -66,12 +68,18 @@ def _import_oneflow():
                            f"{sys.version_info.major}.{sys.version_info.minor} pip only offers the 0.7.0 placeholder "
                            "package; use Python 3.10 ('make setup' builds .venv-oneflow) or set YOLO_BACKEND=torch.")
     missing = _preload_oneflow_cuda_libs()
+    python_sigint = signal.getsignal(signal.SIGINT)
     try:
         import oneflow
     except Exception as e:
         hint = (f" Missing CUDA libraries: {', '.join(missing)}: 'pip install nvidia-cudnn-cu11==8.5.0.96 "
                 "nvidia-cublas-cu11==11.10.3.66'." if missing else "")
         raise BackendError(f"'import oneflow' failed: {type(e).__name__}: {e}.{hint}") from e
+    # TRAP: `import oneflow` (0.9.0) replaces the process's SIGINT handler with its own C one (in liboneflow), which
+    # Python's signal.getsignal does not show: Ctrl-C then never reaches Python and ends the process with exit 255,
+    # a segfault or a hang. Putting Python's handler back restores KeyboardInterrupt (and utils/signals.py's).
+    if python_sigint is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, python_sigint)
     return oneflow
 
 

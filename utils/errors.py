@@ -14,18 +14,20 @@ class UserError(Exception):
 
 
 @contextlib.contextmanager
-def exit_on_user_error(prog, on_interrupt="interrupted"):
+def exit_on_user_error(prog):
     """Run an entry script's main: a UserError (or a missing file) becomes `prog: message` on stderr and exit
-    status 1; Ctrl-C prints `on_interrupt` and exits 130. Anything else is a bug and keeps its traceback."""
+    status 1. Ctrl-C / SIGTERM stop at the next safe point with one line and exit 130 / 143 (utils/signals.py).
+    Anything else is a bug and keeps its traceback."""
+    from utils.signals import requested, stop_on_signal
     log = logging.getLogger("yolov5")
-    try:
-        yield
-    except (UserError, FileNotFoundError) as e:
-        log.error(f"\033[31m\033[1m{prog}: \033[0m{e}")
-        sys.exit(1)
-    except KeyboardInterrupt:
-        log.error(f"\n{prog}: {on_interrupt}")
-        sys.exit(130)
+    with stop_on_signal(prog):
+        try:
+            yield
+        except (UserError, FileNotFoundError) as e:
+            if requested():  # raised on the way out of a stop (e.g. a worker ended by the same signal)
+                raise
+            log.error(f"\033[31m\033[1m{prog}: \033[0m{e}")
+            sys.exit(1)
 
 
 class NeedsPyTorchError(UserError):

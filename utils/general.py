@@ -2,6 +2,7 @@
 at import."""
 import logging
 import math
+import os
 import re
 import time
 from pathlib import Path
@@ -38,20 +39,34 @@ def make_divisible(x, divisor):
 
 
 def check_img_size(imgsz, s=32, floor=0):
-    """Round an image size (int or [h, w]) up to a multiple of the stride, warning when it changes."""
-    if isinstance(imgsz, int):
-        new_size = max(make_divisible(imgsz, int(s)), floor)
-    else:
-        imgsz = list(imgsz)
-        new_size = [max(make_divisible(x, int(s)), floor) for x in imgsz]
-    if new_size != imgsz:
-        LOGGER.warning(f"WARNING: --img-size {imgsz} must be a multiple of max stride {s}, updating to {new_size}")
-    return new_size
+    """Round an image size (int or [h, w]) up to a multiple of the stride and to at least `floor` (training asks
+    for twice the max stride), warning with the rule that changed it."""
+    s = int(s)
+    sizes = [imgsz] if isinstance(imgsz, int) else list(imgsz)
+    new = [max(make_divisible(x, s), floor) for x in sizes]
+    if new != sizes:
+        rules = ([f"a multiple of max stride {s}"] if any(x % s for x in sizes) else []) + \
+                ([f"at least {floor}" + (f" ({floor // s} x max stride {s})" if floor % s == 0 else "")]
+                 if any(x < floor for x in sizes) else [])
+        shown, shown_new = (imgsz, new[0]) if isinstance(imgsz, int) else (sizes, new)
+        LOGGER.warning(f"WARNING: --img-size {shown} must be {' and '.join(rules)}, updating to {shown_new}")
+    return new[0] if isinstance(imgsz, int) else new
+
+
+class RunDirError(UserError):
+    """The run folder (--project/--name) cannot be created."""
 
 
 def increment_path(path, exist_ok=False, sep="", mkdir=False):
-    """runs/train/exp -> runs/train/exp2, exp3, ... unless exist_ok."""
+    """runs/train/exp -> runs/train/exp2, exp3, ... unless exist_ok (then the path itself).
+
+    mkdir=True creates the folder, and creating it is the claim: os.mkdir fails on a folder that exists, so two
+    runs started at the same moment with the same --project/--name never share one; the later one moves on to the
+    next number. Checking for a free name first and creating it later, as ultralytics does, lets both pick the
+    same one. An uncreatable folder (read-only or missing parent, a file in the way) raises RunDirError."""
     path = Path(path)
+    if mkdir:
+        return _claim_dir(path, exist_ok, sep)
     if path.exists() and not exist_ok:
         path, suffix = (path.with_suffix(""), path.suffix) if path.is_file() else (path, "")
         for n in range(2, 10000):
@@ -59,8 +74,6 @@ def increment_path(path, exist_ok=False, sep="", mkdir=False):
             if not Path(candidate).exists():
                 path = Path(candidate)
                 break
-    if mkdir:
-        path.mkdir(parents=True, exist_ok=True)
     return path
 
 
@@ -86,6 +99,28 @@ def find_repo_file(file, what="file", prefer=(), dirs=("data", "models", "utils"
                                    "give the path of the one you mean.")
     raise RepoFileNotFound(f"{what} '{file}' not found (looked in the working folder and {ROOT}/"
                            f"{{{','.join(dirs)}}}); give an existing path.")
+
+
+def _claim_dir(path, exist_ok, sep):
+    candidate = path
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if exist_ok:
+            path.mkdir(exist_ok=True)
+            return path
+        for n in range(1, 10000):
+            candidate = path if n == 1 else Path(f"{path}{sep}{n}")
+            if n > 1 and candidate.exists():  # skip taken numbers cheaply; mkdir below is what decides
+                continue
+            try:
+                os.mkdir(candidate)
+                return candidate
+            except FileExistsError:
+                continue
+    except OSError as e:
+        raise RunDirError(f"Run folder {candidate} is not writable: cannot create it ({e.strerror or e}). Choose a "
+                          "writable --project (or another --name).") from e
+    raise RunDirError(f"{path}, {path}{sep}2 ... {path}{sep}9999 all exist: choose another --project or --name.")
 
 
 def clean_str(s):

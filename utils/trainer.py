@@ -15,12 +15,13 @@ official last.pt resumes too, from its fp16 weights and without RNG states.
 import math
 import random
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import yaml
 
-from utils import backend, dist
+from utils import backend, dist, signals
 from utils.backend import F, torch
 from utils.errors import UserError
 from utils.general import LOGGER, ROOT, check_img_size, colorstr, find_repo_file
@@ -148,6 +149,7 @@ class Trainer:
         self.save_dir = Path(opt.save_dir)
         self.wdir = self.save_dir / "weights"
         self.last, self.best = self.wdir / "last.pt", self.wdir / "best.pt"
+        signals.describe_on_disk(partial(signals.checkpoint_status, self.last) if self.main else None)  # DDP: rank 0
         if not self.main:
             return
         try:
@@ -426,6 +428,7 @@ class Trainer:
             pbar = tqdm(pbar, total=self.nb, bar_format="{l_bar}{bar:10}{r_bar}")
         for i, (imgs, targets, paths, _) in pbar:
             items, imgs = self.train_step(imgs, targets, epoch, i)
+            signals.check()  # a safe point: Ctrl-C / SIGTERM stop here (and between validation batches)
             mloss = (mloss * i + items) / (i + 1)
             if self.main:
                 mem = f"{backend.memory_reserved_gb(self.device):.3g}G"
@@ -502,6 +505,7 @@ class Trainer:
                         f"Logging results to {colorstr('bold', self.save_dir)}\nStarting training for "
                         f"{self.epochs} epochs...")
         for epoch in range(self.start_epoch, self.epochs):
+            signals.check()  # a stop during set-up or after the last save lands here
             mloss = self.train_epoch(epoch)
             lr = [float(g["lr"]) for g in self.optimizer.param_groups]
             self.set_epoch_lr(epoch + 1)
@@ -517,6 +521,7 @@ class Trainer:
         """Strip the optimizer from last.pt and best.pt; validate best.pt with plots and per-class figures."""
         opt = self.opt
         for f in (self.last, self.best):
+            signals.check()
             if f.exists():
                 strip_optimizer(f)
                 if f is self.best and not opt.evolve:

@@ -8,6 +8,9 @@ model and loader from --weights and --data and calls run_validation itself.
 """
 from pathlib import Path
 
+import numpy as np
+
+from utils import signals
 from utils.backend import inference_mode, is_cuda, to_numpy, torch
 from utils.evaluation.coco_json import CocoPredictions
 from utils.evaluation.evaluator import IOU_THRESHOLDS, TABLE_HEADER, DetectionEvaluator
@@ -70,6 +73,7 @@ def run_validation(model, dataloader, evaluator, compute_loss=None, half=False, 
     profiles = Profile(device), Profile(device), Profile(device)
     loss = torch.zeros(3, device=device)
     for batch_i, (im, targets, paths, shapes) in enumerate(_progress(dataloader)):
+        signals.check()  # a safe point: Ctrl-C / SIGTERM stop here, never inside the framework
         with profiles[0]:
             im = preprocess(im, device, half)
             targets = targets.to(device)
@@ -94,7 +98,12 @@ def run_validation(model, dataloader, evaluator, compute_loss=None, half=False, 
         LOGGER.info(f"Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape {speed_shape}" % t)
     evaluator.evaluate_coco(metrics, getattr(getattr(dataloader, "dataset", None), "im_files", []))
     n_batches = max(len(dataloader), 1) if hasattr(dataloader, "__len__") else 1
-    return metrics.results((to_numpy(loss) / n_batches).tolist()), metrics.maps(), t
+    losses = (to_numpy(loss) / n_batches).tolist()
+    if compute_loss and not np.isfinite(losses).all():  # results.csv would show nan with no word of why
+        LOGGER.warning(f"WARNING ⚠️ validation losses are not finite (box, obj, cls = {[round(x, 4) for x in losses]}):"
+                       " the model's outputs on the validation images are NaN or overflow, so this epoch's metrics "
+                       "mean nothing; lower --hyp lr0 or check the labels.")
+    return metrics.results(losses), metrics.maps(), t
 
 
 def validate_model(model, dataloader, data, single_cls=False, half=False, compute_loss=None, save_dir=Path(""),

@@ -2,6 +2,7 @@
 DetectionOutputs, with one log line per frame (or per batch of stream frames)."""
 from pathlib import Path
 
+from utils import signals
 from utils.general import LOGGER, non_max_suppression
 from utils.inference.profile import Profile
 from utils.inference.sources import ReadableFrames
@@ -14,7 +15,9 @@ def predict_source(model, dataset, outputs, stream=False, conf_thres=0.25, iou_t
     Returns (images seen, the (pre-process, inference, NMS) Profiles, unreadable images skipped)."""
     profiles = Profile(model.device), Profile(model.device), Profile(model.device)
     frames, seen = ReadableFrames(dataset), 0
+    signals.describe_on_disk(lambda: f"{outputs.save_dir} holds the results of the {seen} images done so far")
     for path, im, im0s, vid_cap, s in frames:
+        signals.check()  # a safe point: Ctrl-C / SIGTERM stop here, never inside the framework
         with profiles[0]:
             x = preprocess(im, model.device, model.fp16)
         with profiles[1]:
