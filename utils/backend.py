@@ -2,8 +2,9 @@
 
 Every other module does ``from utils.backend import torch, nn, F`` and calls the small adapters below for the
 few things that differ between OneFlow 0.9.0 and PyTorch. Selection: ``YOLO_BACKEND=oneflow|torch``; unset means
-OneFlow when it imports, else PyTorch. A one-line notice on stderr says which one is in use
-(``YOLO_QUIET=1`` silences it).
+the backend follows the device: OneFlow when a CUDA GPU is seen, PyTorch otherwise (OneFlow 0.9.0's CPU kernels
+run on one thread, 5-10x slower than PyTorch's), each falling back to the other when it is not installed. A
+one-line notice on stderr says which one is in use and why (``YOLO_QUIET=1`` silences it).
 """
 import contextlib
 import ctypes
@@ -12,11 +13,9 @@ import os
 import sys
 import importlib.util
 
+from utils.backend_choice import BACKEND_NAMES, BackendError, choose_backend, gpu_seen
+
 __all__ = ["torch", "nn", "F", "BACKEND", "IS_ONEFLOW", "IS_TORCH", "VERSION"]
-
-
-class BackendError(ImportError):
-    """Raised with a message that says what to install or set."""
 
 
 def _site_packages_dirs():
@@ -84,24 +83,36 @@ def _import_torch():
     return _torch
 
 
-def _select():
-    requested = os.environ.get("YOLO_BACKEND", "").strip().lower()
-    if requested in ("oneflow", "flow", "of"):
-        return "oneflow", _import_oneflow()
-    if requested in ("torch", "pytorch", "pt"):
-        return "torch", _import_torch()
-    if requested:
-        raise BackendError(f"YOLO_BACKEND={requested!r} is not a backend: use 'oneflow' or 'torch'.")
+def _installed(name):
     try:
-        return "oneflow", _import_oneflow()
-    except BackendError as oneflow_error:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+_IMPORTERS = {"oneflow": lambda: _import_oneflow(), "torch": lambda: _import_torch()}
+
+
+def _select():
+    requested = os.environ.get("YOLO_BACKEND", "")
+    gpu, gpu_why = gpu_seen() if not requested.strip() else (None, "")
+    order, why = choose_backend(requested, gpu, gpu_why, {k: _installed(k) for k in BACKEND_NAMES})
+    errors = []
+    for name in order:
         try:
-            return "torch", _import_torch()
-        except BackendError as torch_error:
-            raise BackendError(f"No backend imports.\n  OneFlow: {oneflow_error}\n  PyTorch: {torch_error}") from None
+            module = _IMPORTERS[name]()
+        except BackendError as e:
+            if len(order) == 1:
+                raise
+            errors.append(f"  {BACKEND_NAMES[name]}: {e}")
+            continue
+        if errors:  # the preferred one failed to import: say so in the notice
+            why = f"{why}; {BACKEND_NAMES[order[0]]} failed to import"
+        return name, module, why
+    raise BackendError("No backend imports.\n" + "\n".join(errors))
 
 
-BACKEND, torch = _select()
+BACKEND, torch, SELECTION_REASON = _select()
 IS_ONEFLOW = BACKEND == "oneflow"
 IS_TORCH = BACKEND == "torch"
 nn = torch.nn
@@ -110,7 +121,8 @@ VERSION = torch.__version__
 
 if os.environ.get("YOLO_QUIET", "0") != "1" and not os.environ.get("_YOLO_BACKEND_ANNOUNCED"):
     os.environ["_YOLO_BACKEND_ANNOUNCED"] = "1"  # child processes (dataloader workers, DDP ranks) stay quiet
-    print(f"YOLOv5 backend: {BACKEND} {VERSION} (set YOLO_BACKEND=oneflow|torch to choose)", file=sys.stderr)
+    print(f"YOLOv5 backend: {BACKEND} {VERSION} ({SELECTION_REASON}; set YOLO_BACKEND=oneflow|torch to choose)",
+          file=sys.stderr)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -141,6 +153,24 @@ def has_multi_tensor_ema(device):
 
 def has_foreach():
     return IS_TORCH and hasattr(torch, "_foreach_mul_")
+
+
+def multi_tensor_norms(tensors):
+    """L2 norm of each tensor with one multi-tensor op (PyTorch's torch._foreach_norm: one launch per chunk of
+    tensors on CUDA, the per-tensor norm kernels on the CPU, so the values equal torch.linalg.vector_norm's), or
+    None where the framework has no such op (OneFlow 0.9.0)."""
+    if has_foreach() and hasattr(torch, "_foreach_norm"):
+        return list(torch._foreach_norm(tensors, 2.0))
+    return None
+
+
+def multi_tensor_mul_(tensors, factor):
+    """In place: every tensor times ``factor`` (a 0-d tensor), as one multi-tensor op where the framework has one
+    (returns True), else False and nothing is done."""
+    if has_foreach():
+        torch._foreach_mul_(tensors, factor)
+        return True
+    return False
 
 
 def has_amp(device):
