@@ -204,6 +204,12 @@ def select_device(spec="", batch_size=0):
     return torch.device(f"cuda:{ids[0]}")
 
 
+def to_device(t, dev):
+    """A host tensor onto the device without making the host wait where the framework allows it (PyTorch:
+    non_blocking, asynchronous from pinned memory)."""
+    return t.to(dev, non_blocking=True) if IS_TORCH else t.to(dev)
+
+
 def synchronize(dev=None):
     if dev is not None and is_cuda(dev) and cuda_available():
         torch.cuda.synchronize()
