@@ -41,6 +41,7 @@ os.environ.setdefault("YOLO_BACKEND", "torch")  # dispatch counting is a PyTorch
 from benchmarks import dispatch_count as dc  # noqa: E402
 
 STAGES = dc.STAGES
+READBACK_INTERVAL = 10  # the trainer's default on CUDA (utils/loss_readback.py); the counted step is not a read
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -83,6 +84,7 @@ def project_step(cfg="yolov5s.yaml", bs=16, img=320, flags=True):
     from models.yolo import DetectionModel
     from utils.backend import torch
     from utils.loss import ComputeLoss
+    from utils.loss_readback import LossReadback
     from utils.multi_tensor import clip_grad_norm_
     from utils.torch_utils import ModelEMA, smart_optimizer
     from utils.trainer import scale_hyp
@@ -101,8 +103,9 @@ def project_step(cfg="yolov5s.yaml", bs=16, img=320, flags=True):
         for g in optimizer.param_groups:
             g.update(fused=True, foreach=False)
     ema = ModelEMA(model, fused=flags)
+    readback = LossReadback(torch.device("cpu"), interval=READBACK_INTERVAL)
     imgs_u8, targets = dc.synthetic_batch(bs, img)
-    state = {"counter": None}
+    state = {"counter": None, "i": 0}
 
     def step(c):
         state["counter"] = c
@@ -112,6 +115,10 @@ def project_step(cfg="yolov5s.yaml", bs=16, img=320, flags=True):
                 pred = model(imgs)
             with c.stage("loss"):
                 loss, loss_items = compute_loss(pred, targets)
+                readback.add(state["i"], loss_items, loss)  # the trainer's per-step record (two copies)
+                if readback.due(state["i"], 10 ** 9):  # a read every READBACK_INTERVAL steps, not in the counted one
+                    readback.read()
+                state["i"] += 1
             with c.stage("backward"):
                 loss.backward()
         with c.stage("optimizer"):
@@ -210,7 +217,10 @@ def main(opt):
         if kinds:
             print(f"  {label} sync points: {kinds}")
     p = result["project"]
-    result.update(project_launches=p["launches"], project_sync_points=p["syncs"])
+    result.update(project_launches=p["launches"], project_sync_points=p["syncs"],
+                  project_loss_readback_every=READBACK_INTERVAL)
+    print(f"  project: plus one host sync every {READBACK_INTERVAL} steps to read the losses back (official: every "
+          "step, for its progress bar)")
     if "project_plain" in result:
         result["project_plain_launches"] = result["project_plain"]["launches"]
     if "official" in result:
