@@ -116,7 +116,9 @@ class ComputeLoss:
     # ------------------------------------------------------------------------------------------------ the loss
     def __call__(self, p, targets):
         """p: list of nl raw maps (bs, na, ny, nx, 5 + nc); targets: (n, 6) [image, class, x, y, w, h] normalised
-        (rows with a negative image index are padding)."""
+        (rows with a negative image index are padding). Under autocast the maps may be fp16/bf16: the loss itself
+        is computed in fp32 (bf16 keeps only 8 bits of mantissa, too coarse for box offsets and IoUs)."""
+        p = [pi.float() for pi in p]  # no copy for fp32 maps
         *_, sizes, bases = self._grid(p)
         tobj = torch.zeros(bases[-1] + 1, dtype=p[0].dtype, device=p[0].device)  # all levels + one spare element
         if targets.shape[0]:  # a host-side shape, not a value: no sync

@@ -298,6 +298,21 @@ class Trainer:
                     "total epochs")
         self.set_epoch_lr(self.start_epoch) if ck.get("optimizer") is None else None
 
+    def setup_precision(self):
+        """--amp/--no-amp (default: AMP on CUDA only, as the official trainer): the autocast dtype (fp16 with loss
+        scaling on CUDA, bf16 on CPUs with native bf16, None for fp32) and the input layout that pays with it."""
+        self.amp_dtype, note = backend.amp_dtype(self.device, getattr(self.opt, "amp", None))
+        if note:
+            LOGGER.warning(f"WARNING ⚠️ {note}")
+        elif backend.IS_ONEFLOW:
+            LOGGER.info("OneFlow backend: training in fp32 (OneFlow 0.9.0 has no eager GradScaler for AMP)")
+        self.amp = self.amp_dtype is not None
+        self.channels_last = backend.channels_last_pays(self.device, self.amp_dtype)
+        if self.amp and not backend.is_cuda(self.device):
+            LOGGER.info(f"AMP: {str(self.amp_dtype).split('.')[-1]} autocast on the CPU (fp32 weights)"
+                        f"{', channels_last input' if self.channels_last else ''}")
+        self.scaler = backend.grad_scaler(self.device, enabled=self.amp)
+
     def setup_loaders(self):
         from utils.dataloaders import create_dataloader
         opt, hyp = self.opt, self.hyp
@@ -362,10 +377,7 @@ class Trainer:
         self.setup_data()
         self.setup_model()
         self.setup_optimizer()
-        self.amp = backend.has_amp(self.device)
-        if backend.IS_ONEFLOW:
-            LOGGER.info("OneFlow backend: training in fp32 (OneFlow 0.9.0 has no eager GradScaler for AMP)")
-        self.scaler = backend.grad_scaler(self.device, enabled=self.amp)
+        self.setup_precision()
         self.setup_loaders()
         # The EMA starts from the model as AutoAnchor left it (so it never averages stale anchors in).
         # EMA before wrap_ddp: OneFlow's DDP puts collective hooks on the module itself, so a copy made after it
@@ -423,11 +435,13 @@ class Trainer:
         loss items when this step read them back to the host (see utils/loss_readback.py), else None."""
         ni = i + self.nb * epoch  # integrated batch count since the start of training
         imgs = backend.to_device(imgs, self.device).float() / 255
+        if getattr(self, "channels_last", False):
+            imgs = backend.to_channels_last(imgs)
         if ni <= self.nw:
             self.warmup(ni, epoch)
         if self.opt.multi_scale:
             imgs = self.multi_scale(imgs)
-        with backend.autocast(self.device, enabled=self.amp):
+        with backend.autocast(self.device, enabled=self.amp, dtype=getattr(self, "amp_dtype", None)):
             pred = self.model(imgs)
             loss, loss_items = self.compute_loss(pred, backend.to_device(targets, self.device))
         if self.world_size > 1:
@@ -490,7 +504,7 @@ class Trainer:
     def validate(self, model, plots=False, **kw):
         import val as validate
         results, maps, _ = validate.run(data=self.data, batch_size=self.batch_size // self.world_size * 2,
-                                        imgsz=self.imgsz, half=self.amp, model=model, single_cls=self.opt.single_cls,
+                                        imgsz=self.imgsz, half=self.amp and backend.is_cuda(self.device), model=model, single_cls=self.opt.single_cls,
                                         dataloader=self.val_loader, save_dir=self.save_dir, plots=plots,
                                         compute_loss=self.compute_loss, **kw)
         model.float()  # val.run halves the model for AMP validation; the EMA must keep averaging in fp32
