@@ -174,7 +174,8 @@ def main(opt):
     if not Path(ref_python).exists():
         print(f"compare_train: skipped: no Python for the official checkout at {ref_python} (--ref-python).")
         return 0
-    base_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "YOLO_BACKEND", "_YOLO_BACKEND_ANNOUNCED")}
+    drop = ("PYTHONPATH", "YOLO_BACKEND", "_YOLO_BACKEND_ANNOUNCED")
+    base_env = {k: v for k, v in os.environ.items() if k not in drop}
     ref_env = dict(base_env)
     own_env = {**base_env, "YOLO_BACKEND": "torch", **dict(kv.split("=", 1) for kv in opt.project_env)}
     own_extra = opt.project_args.split()
@@ -187,7 +188,8 @@ def main(opt):
                 "project": dataset_copy(Path(opt.data), tmp / "coco128_project")}
         weights = tmp / "yolov5n.pt"
         shutil.copy(opt.weights, weights)
-        sides = {"official": (ref_python, Path(opt.ref), ref_env, []), "project": (opt.python, ROOT, own_env, own_extra)}
+        sides = {"official": (ref_python, Path(opt.ref), ref_env, []),
+                 "project": (opt.python, ROOT, own_env, own_extra)}
         for key in opt.configs:
             cfg, img, w = CONFIGS[key]
             runs = {"official": [], "project": []}

@@ -57,7 +57,8 @@ def variant(name):
 
 def _spec(name):
     parts = set(name.split("+"))
-    return {"channels_last": True if "cl" in parts else "input" if "clin" in parts else False, "bf16": "bf16" in parts, "compiled": "compile" in parts,
+    layout = True if "cl" in parts else "input" if "clin" in parts else False
+    return {"channels_last": layout, "bf16": "bf16" in parts, "compiled": "compile" in parts,
             "threads": 1 if "1thread" in parts else None}
 
 

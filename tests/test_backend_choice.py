@@ -45,7 +45,8 @@ def test_unset_backend_follows_the_device(gpu, installed, order, why):
 
 
 def test_explicit_backend_is_kept_and_checked():
-    assert choose_backend("oneflow", False, "", {"oneflow": True, "torch": True}) == (["oneflow"], "YOLO_BACKEND=oneflow")
+    both = {"oneflow": True, "torch": True}
+    assert choose_backend("oneflow", False, "", both) == (["oneflow"], "YOLO_BACKEND=oneflow")
     assert choose_backend(" PyTorch ", True, "", {"oneflow": True, "torch": False})[0] == ["torch"]
     assert choose_backend("of", False, "", {})[0] == ["oneflow"]
     with pytest.raises(BackendError, match="'tensorflow' is not a backend"):

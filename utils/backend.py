@@ -178,6 +178,11 @@ def has_amp(device):
     return IS_TORCH and is_cuda(device)
 
 
+def no_amp_reason():
+    """Why this framework never trains in mixed precision ('' when it can)."""
+    return "OneFlow 0.9.0 has no eager GradScaler for AMP" if IS_ONEFLOW else ""
+
+
 def _cpu_flags():
     """The CPU's feature flags: PyTorch's own probe (cpuinfo) where the build has it, else /proc/cpuinfo."""
     probe = getattr(getattr(torch._C, "_cpu", None), "_get_cpu_capability", None) if IS_TORCH else None
@@ -225,7 +230,7 @@ def amp_dtype(device, request=None):
     if request is None:
         return None, ""
     if IS_ONEFLOW:
-        return None, "--amp: OneFlow 0.9.0 has no eager autocast/GradScaler; training in fp32"
+        return None, f"--amp: {no_amp_reason()}; training in fp32"
     if is_cuda(device):
         return None, "--amp: no mixed precision for this device; training in fp32"
     if cpu_has_native_bf16():

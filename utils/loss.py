@@ -177,8 +177,9 @@ class ComputeLoss:
 
     # ------------------------------------------------------------------------------------------------ targets
     def _grid(self, p):
-        """Per-level grid sizes (nl, 1, 1, 1, 2) as [nx, ny] floats and [nx-1, ny-1] longs, and each level's
-        size and start in the flat objectness buffer; cached per set of level shapes."""
+        """Per level, made once per set of level shapes: grid size [nx, ny] as floats, the last cell [nx-1, ny-1]
+        and [ny, nx] as longs (each (nl, 1, 1, 1, 2)), the level's start in the flat objectness buffer
+        (nl, 1, 1, 1); and on the host each level's size and the buffer's level starts (plus its end)."""
         key = tuple(tuple(int(d) for d in pi.shape[:4]) for pi in p)
         if key not in self._grids:
             wh = [[s[3], s[2]] for s in key]
@@ -229,9 +230,9 @@ class ComputeLoss:
         invalid = ~valid
         gather = cell.masked_fill(invalid, 0)
         slot = (cell + base).masked_fill(invalid, bases[-1])
-        return {"valid": valid, "invalid": invalid, "tbox": tbox, "anchors": anchors, "tcls": c.view(1, 1, 1, nt), "b": b,
-                "a": a.expand(nl, 5, na, nt), "gi": gi.expand(nl, 5, na, nt), "gj": gj.expand(nl, 5, na, nt),
-                "gather": gather, "slot": slot, "sizes": sizes, "bases": bases}
+        return {"valid": valid, "invalid": invalid, "tbox": tbox, "anchors": anchors, "tcls": c.view(1, 1, 1, nt),
+                "b": b, "a": a.expand(nl, 5, na, nt), "gi": gi.expand(nl, 5, na, nt), "gj": gj.expand(nl, 5, na, nt),
+                "gather": gather, "slot": slot}
 
     def build_targets(self, p, targets):
         """The matched targets per level as the official build_targets returns them: class, box (offset in cell,

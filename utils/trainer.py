@@ -21,7 +21,7 @@ import numpy as np
 import yaml
 
 from utils import backend, dist
-from utils.backend import F, torch
+from utils.backend import F
 from utils.errors import UserError
 from utils.general import LOGGER, colorstr, check_img_size
 from utils.loggers import Loggers
@@ -299,19 +299,10 @@ class Trainer:
         self.set_epoch_lr(self.start_epoch) if ck.get("optimizer") is None else None
 
     def setup_precision(self):
-        """--amp/--no-amp (default: AMP on CUDA only, as the official trainer): the autocast dtype (fp16 with loss
-        scaling on CUDA, bf16 on CPUs with native bf16, None for fp32) and the input layout that pays with it."""
-        self.amp_dtype, note = backend.amp_dtype(self.device, getattr(self.opt, "amp", None))
-        if note:
-            LOGGER.warning(f"WARNING ⚠️ {note}")
-        elif backend.IS_ONEFLOW:
-            LOGGER.info("OneFlow backend: training in fp32 (OneFlow 0.9.0 has no eager GradScaler for AMP)")
+        """--amp/--no-amp: autocast dtype, input layout and loss scaler (utils/precision.py)."""
+        from utils.precision import training_precision
+        self.amp_dtype, self.channels_last, self.scaler = training_precision(self.device, getattr(self.opt, "amp", None))
         self.amp = self.amp_dtype is not None
-        self.channels_last = backend.channels_last_pays(self.device, self.amp_dtype)
-        if self.amp and not backend.is_cuda(self.device):
-            LOGGER.info(f"AMP: {str(self.amp_dtype).split('.')[-1]} autocast on the CPU (fp32 weights)"
-                        f"{', channels_last input' if self.channels_last else ''}")
-        self.scaler = backend.grad_scaler(self.device, enabled=self.amp)
 
     def setup_loaders(self):
         from utils.dataloaders import create_dataloader
@@ -504,7 +495,8 @@ class Trainer:
     def validate(self, model, plots=False, **kw):
         import val as validate
         results, maps, _ = validate.run(data=self.data, batch_size=self.batch_size // self.world_size * 2,
-                                        imgsz=self.imgsz, half=self.amp and backend.is_cuda(self.device), model=model, single_cls=self.opt.single_cls,
+                                        imgsz=self.imgsz, half=self.amp and backend.is_cuda(self.device), model=model,
+                                        single_cls=self.opt.single_cls,
                                         dataloader=self.val_loader, save_dir=self.save_dir, plots=plots,
                                         compute_loss=self.compute_loss, **kw)
         model.float()  # val.run halves the model for AMP validation; the EMA must keep averaging in fp32
