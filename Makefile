@@ -1,8 +1,12 @@
 # Two commands do everything on a fresh machine:
-#   make train-demo   set up, make the offline shapes dataset, train yolov5n on it (CPU is fine)
+#   make train-demo   set up, make the offline shapes dataset, train yolov5n on it (the first GPU if any, else
+#                     the CPU; DEVICE=cpu or DEVICE=0 to choose)
 #   make test         set up, run the test suite under both backends
-BACKEND ?= oneflow
+# The backend this machine should train with: OneFlow with a CUDA GPU, PyTorch without (OneFlow 0.9.0's CPU kernels
+# are single-threaded). `make train-demo BACKEND=oneflow` chooses it explicitly.
+BACKEND ?= $(shell python3 utils/backend_choice.py 2>/dev/null || echo torch)
 EPOCHS ?= 30
+DEVICE ?=
 PY_oneflow := .venv-oneflow/bin/python
 PY_torch := .venv-torch/bin/python
 
@@ -28,4 +32,4 @@ test-oneflow: setup-oneflow
 
 train-demo: setup-$(BACKEND)
 	YOLO_BACKEND=$(BACKEND) $(PY_$(BACKEND)) train.py --data data/shapes.yaml --cfg yolov5n.yaml --weights '' \
-		--img 256 --batch-size 16 --epochs $(EPOCHS) --workers 2 --device cpu
+		--img 256 --batch-size 16 --epochs $(EPOCHS) --workers 2 --device "$(DEVICE)"

@@ -80,6 +80,9 @@ def parse_opt(known=False, args=None):
     # This project's speed-ups (see issue 6): fused CIoU in the loss, fused EMA/optimizer updates.
     parser.add_argument("--bbox_iou_optim", action="store_true", help="fused bbox_iou (CIoU) in the loss")
     parser.add_argument("--multi_tensor_optimizer", action="store_true", help="fused multi-tensor EMA and optimizer update")
+    parser.add_argument("--amp", action="store_true", default=None, help="mixed precision (CUDA: fp16, the default; "
+                        "CPU: bf16 where native)")
+    parser.add_argument("--no-amp", dest="amp", action="store_false", help="train in fp32, also on CUDA")
     return parser.parse_known_args(args)[0] if known else parser.parse_args(args)
 
 

@@ -205,16 +205,18 @@ def _synthetic_batch(bs, img, dev, seed, per_image=8, nc=80):
     return imgs, torch.tensor(t.astype(np.float32)).to(dev)
 
 
-def make_train_step(cfg, bs, img, dev, amp, flags, channels_last=False, amp_dtype=None):
+def make_train_step(cfg, bs, img, dev, amp, flags, channels_last=False, amp_dtype=None, compiled=False):
     """Build model, loss, optimizer, EMA and scaler as train.py does; return step(i, phases=None) and its meta.
-    channels_last and amp_dtype (e.g. bfloat16, which needs no loss scaling) are the candidates of the 'variants'
-    section; train.py uses neither."""
+    channels_last (True: weights and input; 'input': the input alone, the layout then spreads through the
+    convolutions), amp_dtype (e.g. bfloat16, which needs no loss scaling) and compiled (torch.compile of the model)
+    are the candidates of the 'variants' section and of benchmarks/cpu_levers.py; train.py uses none of them by
+    default."""
     from utils.iou import fused_backend_name
     from utils.loss import ComputeLoss
-    from utils.multi_tensor import optimizer_impl
+    from utils.multi_tensor import clip_grad_norm_, optimizer_impl
     from utils.torch_utils import ModelEMA, smart_optimizer
     model = _build_model(cfg, dev)
-    if channels_last:  # convolutions only: Detect's 5-D grid buffers have no channels_last layout
+    if channels_last is True:  # convolutions only: Detect's 5-D grid buffers have no channels_last layout
         for m in model.modules():
             if isinstance(m, nn.Conv2d):
                 m.to(memory_format=torch.channels_last)
@@ -228,6 +230,7 @@ def make_train_step(cfg, bs, img, dev, amp, flags, channels_last=False, amp_dtyp
                                 decay=model.hyp["weight_decay"] * bs * accumulate / 64, fused=flags)
     ema = ModelEMA(model, fused=flags)
     scaler = backend.grad_scaler(dev, enabled=amp and amp_dtype is None)  # bf16 keeps fp32's range: no scaling
+    forward = torch.compile(model) if compiled else model
     pool = [_synthetic_batch(bs, img, dev, s) for s in range(3)]
     if channels_last:
         pool = [(x.contiguous(memory_format=torch.channels_last), t) for x, t in pool]
@@ -245,14 +248,14 @@ def make_train_step(cfg, bs, img, dev, amp, flags, channels_last=False, amp_dtyp
         imgs = imgs_u8.float() / 255
         mark()
         with backend.autocast(dev, enabled=amp, dtype=amp_dtype):
-            pred = model(imgs)
+            pred = forward(imgs)
             mark()
             loss, _ = compute_loss(pred, targets)
         mark()
         scaler.scale(loss).backward()
         mark()
         scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], max_norm=10.0)
+        clip_grad_norm_(model.parameters(), 10.0, fused=flags)
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad()
@@ -263,8 +266,8 @@ def make_train_step(cfg, bs, img, dev, amp, flags, channels_last=False, amp_dtyp
             for k, t0, t1 in zip(("data", "forward", "loss", "backward", "optimizer", "ema"), marks, marks[1:]):
                 phases.setdefault(k, []).append((t1 - t0) * 1e3)
 
-    meta = {"model": cfg, "batch": bs, "img": img, "amp": amp, "flags": flags,
-            "layout": "channels_last" if channels_last else "nchw",
+    meta = {"model": cfg, "batch": bs, "img": img, "amp": amp, "flags": flags, "compiled": compiled,
+            "layout": {True: "channels_last", "input": "channels_last input"}.get(channels_last, "nchw"),
             "dtype": (str(amp_dtype or torch.float16).replace("torch.", "").replace("oneflow.", "") if amp else "fp32"),
             "iou_impl": fused_backend_name(dev) if flags else "plain", "optim_impl": optimizer_impl(optimizer),
             "accumulate": accumulate}

@@ -2,8 +2,9 @@
 
 Every other module does ``from utils.backend import torch, nn, F`` and calls the small adapters below for the
 few things that differ between OneFlow 0.9.0 and PyTorch. Selection: ``YOLO_BACKEND=oneflow|torch``; unset means
-OneFlow when it imports, else PyTorch. A one-line notice on stderr says which one is in use
-(``YOLO_QUIET=1`` silences it).
+the backend follows the device: OneFlow when a CUDA GPU is seen, PyTorch otherwise (OneFlow 0.9.0's CPU kernels
+run on one thread, 5-10x slower than PyTorch's), each falling back to the other when it is not installed. A
+one-line notice on stderr says which one is in use and why (``YOLO_QUIET=1`` silences it).
 """
 import contextlib
 import ctypes
@@ -14,11 +15,9 @@ import sys
 import threading
 import importlib.util
 
+from utils.backend_choice import BACKEND_NAMES, BackendError, choose_backend, gpu_seen
+
 __all__ = ["torch", "nn", "F", "BACKEND", "IS_ONEFLOW", "IS_TORCH", "VERSION"]
-
-
-class BackendError(ImportError):
-    """Raised with a message that says what to install or set."""
 
 
 def _site_packages_dirs():
@@ -92,24 +91,36 @@ def _import_torch():
     return _torch
 
 
-def _select():
-    requested = os.environ.get("YOLO_BACKEND", "").strip().lower()
-    if requested in ("oneflow", "flow", "of"):
-        return "oneflow", _import_oneflow()
-    if requested in ("torch", "pytorch", "pt"):
-        return "torch", _import_torch()
-    if requested:
-        raise BackendError(f"YOLO_BACKEND={requested!r} is not a backend: use 'oneflow' or 'torch'.")
+def _installed(name):
     try:
-        return "oneflow", _import_oneflow()
-    except BackendError as oneflow_error:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+_IMPORTERS = {"oneflow": lambda: _import_oneflow(), "torch": lambda: _import_torch()}
+
+
+def _select():
+    requested = os.environ.get("YOLO_BACKEND", "")
+    gpu, gpu_why = gpu_seen() if not requested.strip() else (None, "")
+    order, why = choose_backend(requested, gpu, gpu_why, {k: _installed(k) for k in BACKEND_NAMES})
+    errors = []
+    for name in order:
         try:
-            return "torch", _import_torch()
-        except BackendError as torch_error:
-            raise BackendError(f"No backend imports.\n  OneFlow: {oneflow_error}\n  PyTorch: {torch_error}") from None
+            module = _IMPORTERS[name]()
+        except BackendError as e:
+            if len(order) == 1:
+                raise
+            errors.append(f"  {BACKEND_NAMES[name]}: {e}")
+            continue
+        if errors:  # the preferred one failed to import: say so in the notice
+            why = f"{why}; {BACKEND_NAMES[order[0]]} failed to import"
+        return name, module, why
+    raise BackendError("No backend imports.\n" + "\n".join(errors))
 
 
-BACKEND, torch = _select()
+BACKEND, torch, SELECTION_REASON = _select()
 IS_ONEFLOW = BACKEND == "oneflow"
 IS_TORCH = BACKEND == "torch"
 nn = torch.nn
@@ -118,7 +129,8 @@ VERSION = torch.__version__
 
 if os.environ.get("YOLO_QUIET", "0") != "1" and not os.environ.get("_YOLO_BACKEND_ANNOUNCED"):
     os.environ["_YOLO_BACKEND_ANNOUNCED"] = "1"  # child processes (dataloader workers, DDP ranks) stay quiet
-    print(f"YOLOv5 backend: {BACKEND} {VERSION} (set YOLO_BACKEND=oneflow|torch to choose)", file=sys.stderr)
+    print(f"YOLOv5 backend: {BACKEND} {VERSION} ({SELECTION_REASON}; set YOLO_BACKEND=oneflow|torch to choose)",
+          file=sys.stderr)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -151,6 +163,24 @@ def has_foreach():
     return IS_TORCH and hasattr(torch, "_foreach_mul_")
 
 
+def multi_tensor_norms(tensors):
+    """L2 norm of each tensor with one multi-tensor op (PyTorch's torch._foreach_norm: one launch per chunk of
+    tensors on CUDA, the per-tensor norm kernels on the CPU, so the values equal torch.linalg.vector_norm's), or
+    None where the framework has no such op (OneFlow 0.9.0)."""
+    if has_foreach() and hasattr(torch, "_foreach_norm"):
+        return list(torch._foreach_norm(tensors, 2.0))
+    return None
+
+
+def multi_tensor_mul_(tensors, factor):
+    """In place: every tensor times ``factor`` (a 0-d tensor), as one multi-tensor op where the framework has one
+    (returns True), else False and nothing is done."""
+    if has_foreach():
+        torch._foreach_mul_(tensors, factor)
+        return True
+    return False
+
+
 def has_amp(device):
     """Mixed precision: PyTorch on CUDA only; OneFlow 0.9.0 has no eager GradScaler, so it trains in fp32."""
     return IS_TORCH and is_cuda(device)
@@ -166,6 +196,66 @@ def require_pytorch(purpose):
     raise NeedsPyTorchError(f"{purpose} needs the PyTorch environment, and this runs under OneFlow: run the same "
                             "command with YOLO_BACKEND=torch .venv-torch/bin/python (a checkpoint trained under "
                             "OneFlow is the same file there).")
+
+
+def no_amp_reason():
+    """Why this framework never trains in mixed precision ('' when it can)."""
+    return "OneFlow 0.9.0 has no eager GradScaler for AMP" if IS_ONEFLOW else ""
+
+
+def _cpu_flags():
+    """The CPU's feature flags: PyTorch's own probe (cpuinfo) where the build has it, else /proc/cpuinfo."""
+    probe = getattr(getattr(torch._C, "_cpu", None), "_get_cpu_capability", None) if IS_TORCH else None
+    if probe is not None:
+        try:
+            return {k for k, v in probe().items() if v is True}
+        except Exception:  # an unexpected shape of the answer: fall back to the kernel's list
+            pass
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def cpu_has_native_bf16():
+    """True when this CPU computes in bfloat16 natively (AVX512-BF16 or AMX-BF16) and PyTorch's oneDNN will use it.
+    Read from the CPU's flags, not guessed from a model name; without them bf16 is emulated and slower than fp32."""
+    if not IS_TORCH:
+        return False  # OneFlow 0.9.0 has no CPU autocast
+    flags = _cpu_flags()
+    if not ({"avx512_bf16", "amx_bf16"} & flags):
+        return False
+    mkldnn_bf16 = getattr(getattr(torch.ops, "mkldnn", None), "_is_mkldnn_bf16_supported", None)
+    try:
+        return bool(mkldnn_bf16()) if mkldnn_bf16 is not None else True
+    except Exception:
+        return False
+
+
+def amp_dtype(device, request=None):
+    """The autocast dtype for training on ``device``, or None for fp32. The weights stay fp32 either way.
+
+    request None (the default): the official choice, fp16 with loss scaling on CUDA under PyTorch, fp32 elsewhere.
+    request True (--amp): fp16 on CUDA under PyTorch; bf16 on a CPU with native bf16 (no loss scaling: bf16 has
+    fp32's exponent range); otherwise fp32, with the reason as the second value. request False (--no-amp): fp32.
+    Returns (dtype or None, note or '')."""
+    if request is False:
+        return None, ""
+    if has_amp(device):
+        return torch.float16, ""
+    if request is None:
+        return None, ""
+    if IS_ONEFLOW:
+        return None, f"--amp: {no_amp_reason()}; training in fp32"
+    if is_cuda(device):
+        return None, "--amp: no mixed precision for this device; training in fp32"
+    if cpu_has_native_bf16():
+        return torch.bfloat16, ""
+    return None, "--amp: this CPU has no native bfloat16 (AVX512-BF16 or AMX); training in fp32"
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -192,6 +282,12 @@ def select_device(spec="", batch_size=0):
     if batch_size and len(ids) > 1 and batch_size % len(ids):
         raise ValueError(f"--batch-size {batch_size} is not a multiple of the {len(ids)} GPUs in --device {spec}.")
     return torch.device(f"cuda:{ids[0]}")
+
+
+def to_device(t, dev):
+    """A host tensor onto the device without making the host wait where the framework allows it (PyTorch:
+    non_blocking, asynchronous from pinned memory)."""
+    return t.to(dev, non_blocking=True) if IS_TORCH else t.to(dev)
 
 
 def synchronize(dev=None):
@@ -347,9 +443,26 @@ def inference_mode():
     return torch.no_grad()
 
 
+def channels_last_pays(device, dtype):
+    """Whether training inputs should be channels_last (NHWC): measured on CPUs with bf16 autocast, where oneDNN's
+    bf16 convolutions run faster in that layout (benchmarks/cpu_levers.py: yolov5n 320 step 1.53x -> 1.77x over
+    fp32). Only the input changes: the layout spreads through the convolutions, the weights stay NCHW."""
+    return IS_TORCH and not is_cuda(device) and dtype is not None and dtype == torch.bfloat16
+
+
+def to_channels_last(x):
+    """A 4-D batch in channels_last memory format (same values); unchanged where the framework has none."""
+    fmt = getattr(torch, "channels_last", None)
+    return x.contiguous(memory_format=fmt) if fmt is not None and x.dim() == 4 else x
+
+
 def autocast(dev, enabled=True, dtype=None):
+    """Mixed-precision region: fp16 (or ``dtype``) on CUDA under PyTorch; bf16 on the CPU under PyTorch when asked
+    for with dtype=bfloat16 (see amp_dtype); a no-op otherwise."""
     if enabled and has_amp(dev):
         return torch.autocast("cuda", dtype=dtype or torch.float16)
+    if enabled and IS_TORCH and dtype is not None and dtype == torch.bfloat16 and not is_cuda(dev):
+        return torch.autocast("cpu", dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 

@@ -9,13 +9,18 @@ step, 0.13 ms fused). One fused launch over all tensors removes that:
   on the CPU it is the same per-tensor arithmetic, so it is exactly equal to the loop).
 * otherwise: the per-tensor loop, as the official trainer does it.
 
-utils/torch_utils.py (ModelEMA, smart_optimizer) calls ``ema_update_`` and ``optimizer_kwargs``.
+Gradient clipping (``clip_grad_norm_``) takes the same route: one multi-tensor norm and one multi-tensor scale
+instead of a norm and a multiply per gradient.
+
+utils/torch_utils.py (ModelEMA, smart_optimizer) calls ``ema_update_`` and ``optimizer_kwargs``; the trainer calls
+``clip_grad_norm_``.
 """
 import inspect
 
-from utils.backend import IS_ONEFLOW, IS_TORCH, has_foreach, has_multi_tensor_ema, is_cuda, torch
+from utils.backend import (IS_ONEFLOW, IS_TORCH, has_foreach, has_multi_tensor_ema, is_cuda, multi_tensor_mul_,
+                           multi_tensor_norms, torch)
 
-__all__ = ["ema_update_", "ema_impl", "optimizer_kwargs", "optimizer_impl"]
+__all__ = ["ema_update_", "ema_impl", "optimizer_kwargs", "optimizer_impl", "clip_grad_norm_"]
 
 
 def ema_impl(ema_tensors, fused):
@@ -124,3 +129,23 @@ def optimizer_impl(optimizer):
     if foreach or (IS_TORCH and foreach is None and len(params) and is_cuda(params[0])):
         return "foreach"
     return "loop"
+
+
+def clip_grad_norm_(parameters, max_norm, fused):
+    """Scale the gradients in place so that their joint L2 norm is at most ``max_norm``; returns the norm (a 0-d
+    tensor, left on the device: reading it would be a host sync).
+
+    fused: the --multi_tensor_optimizer flag. On, where the framework has multi-tensor ops (PyTorch), it is eight
+    launches for any number of tensors: the per-tensor norms as one op, their norm, the clamped factor, one
+    multi-tensor multiply. The arithmetic is torch.nn.utils.clip_grad_norm_'s (same values to the bit); off, or on
+    OneFlow, that framework function runs itself.
+    """
+    params = [p for p in parameters if p.grad is not None]
+    grads = [p.grad.detach() for p in params]
+    norms = multi_tensor_norms(grads) if fused and grads else None
+    if norms is None:
+        return torch.nn.utils.clip_grad_norm_(params, max_norm=max_norm)
+    total = torch.linalg.vector_norm(torch.stack(norms), 2.0)
+    factor = (max_norm / (total + 1e-6)).clamp(max=1.0)
+    multi_tensor_mul_(grads, factor)
+    return total

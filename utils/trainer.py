@@ -22,10 +22,11 @@ import numpy as np
 import yaml
 
 from utils import backend, dist, signals
-from utils.backend import F, torch
+from utils.backend import F
 from utils.errors import UserError
 from utils.general import LOGGER, ROOT, check_img_size, colorstr, find_repo_file
 from utils.loggers import Loggers
+from utils.loss_readback import LossReadback
 from utils.metrics import fitness
 from utils.torch_utils import (EarlyStopping, ModelEMA, de_parallel, intersect_dicts, set_seed, smart_optimizer,
                                torch_distributed_zero_first)
@@ -274,6 +275,12 @@ class Trainer:
                     "total epochs")
         self.set_epoch_lr(self.start_epoch) if ck.get("optimizer") is None else None
 
+    def setup_precision(self):
+        """--amp/--no-amp: autocast dtype, input layout and loss scaler (utils/precision.py)."""
+        from utils.precision import training_precision
+        self.amp_dtype, self.channels_last, self.scaler = training_precision(self.device, getattr(self.opt, "amp", None))
+        self.amp = self.amp_dtype is not None
+
     def setup_loaders(self):
         from utils.dataloaders import create_dataloader
         opt, hyp = self.opt, self.hyp
@@ -335,10 +342,7 @@ class Trainer:
         self.setup_data()
         self.setup_model()
         self.setup_optimizer()
-        self.amp = backend.has_amp(self.device)
-        if backend.IS_ONEFLOW:
-            LOGGER.info("OneFlow backend: training in fp32 (OneFlow 0.9.0 has no eager GradScaler for AMP)")
-        self.scaler = backend.grad_scaler(self.device, enabled=self.amp)
+        self.setup_precision()
         self.setup_loaders()
         # The EMA starts from the model as AutoAnchor left it (so it never averages stale anchors in).
         # EMA before wrap_ddp: OneFlow's DDP puts collective hooks on the module itself, so a copy made after it
@@ -377,37 +381,50 @@ class Trainer:
         return imgs
 
     def optimizer_step(self):
+        from utils.multi_tensor import clip_grad_norm_
         self.scaler.unscale_(self.optimizer)
-        torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.grad is not None], max_norm=10.0)
+        clip_grad_norm_(self.model.parameters(), 10.0, fused=getattr(self.opt, "multi_tensor_optimizer", False))
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad()
         if self.ema is not None:
             self.ema.update(self.model)
 
+    def loss_readback(self):
+        if getattr(self, "_readback", None) is None:
+            self._readback = LossReadback(self.device)
+        return self._readback
+
     def train_step(self, imgs, targets, epoch, i):
-        """Forward, loss, backward and (every `accumulate` iterations) an optimizer step. Returns loss items."""
+        """Forward, loss, backward and (every `accumulate` iterations) an optimizer step. Returns the epoch's mean
+        loss items when this step read them back to the host (see utils/loss_readback.py), else None."""
         ni = i + self.nb * epoch  # integrated batch count since the start of training
-        imgs = imgs.to(self.device).float() / 255
+        imgs = backend.to_device(imgs, self.device).float() / 255
+        if getattr(self, "channels_last", False):
+            imgs = backend.to_channels_last(imgs)
         if ni <= self.nw:
             self.warmup(ni, epoch)
         if self.opt.multi_scale:
             imgs = self.multi_scale(imgs)
-        with backend.autocast(self.device, enabled=self.amp):
+        with backend.autocast(self.device, enabled=self.amp, dtype=getattr(self, "amp_dtype", None)):
             pred = self.model(imgs)
-            loss, loss_items = self.compute_loss(pred, targets.to(self.device))
+            loss, loss_items = self.compute_loss(pred, backend.to_device(targets, self.device))
         if self.world_size > 1:
             loss = loss * self.world_size  # DDP averages gradients over ranks; the loss is a per-rank sum
         if self.opt.quad:
             loss = loss * 4.0
-        items = backend.to_numpy(loss_items).astype(np.float64)  # host sync: needed for the bar and the check
-        if not np.isfinite(items).all() or not math.isfinite(float(loss.detach().sum())):
-            raise NonFiniteLossError(epoch, i, [round(float(x), 4) for x in items])
+        readback, mean = self.loss_readback(), None
+        readback.add(i, loss_items, loss)  # on the device
+        if readback.due(i, self.nb):  # SYNC: the host waits for the device, every `interval` steps only
+            bad = readback.read()
+            if bad is not None:  # the first non-finite step, exactly, even if it was a few steps ago
+                raise NonFiniteLossError(epoch, *bad)
+            mean = readback.mean
         self.scaler.scale(loss).backward()
         if ni - self.last_opt_step >= self.accumulate:
             self.optimizer_step()
             self.last_opt_step = ni
-        return items, imgs
+        return mean, imgs
 
     def train_epoch(self, epoch):
         from tqdm import tqdm
@@ -420,6 +437,7 @@ class Trainer:
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(epoch)  # a fresh, epoch-seeded shuffle: the same order after a resume
         mloss = np.zeros(3)
+        self.loss_readback().reset()
         self.optimizer.zero_grad()
         pbar = enumerate(self.train_loader)
         if self.main:
@@ -427,13 +445,15 @@ class Trainer:
                                                "Instances", "Size"))
             pbar = tqdm(pbar, total=self.nb, bar_format="{l_bar}{bar:10}{r_bar}")
         for i, (imgs, targets, paths, _) in pbar:
-            items, imgs = self.train_step(imgs, targets, epoch, i)
+            mean, imgs = self.train_step(imgs, targets, epoch, i)
             signals.check()  # a safe point: Ctrl-C / SIGTERM stop here (and between validation batches)
-            mloss = (mloss * i + items) / (i + 1)
+            if mean is not None:
+                mloss = mean
             if self.main:
-                mem = f"{backend.memory_reserved_gb(self.device):.3g}G"
-                pbar.set_description(("%11s" * 2 + "%11.4g" * 5) % (f"{epoch}/{self.epochs - 1}", mem, *mloss,
-                                                                     targets.shape[0], imgs.shape[-1]))
+                if mean is not None:
+                    mem = f"{backend.memory_reserved_gb(self.device):.3g}G"
+                    pbar.set_description(("%11s" * 2 + "%11.4g" * 5) % (f"{epoch}/{self.epochs - 1}", mem, *mloss,
+                                                                         targets.shape[0], imgs.shape[-1]))
                 ni = i + self.nb * epoch
                 if ni < 3 and not self.opt.noplots:
                     self._plot_batch(imgs, targets, paths, self.save_dir / f"train_batch{ni}.jpg")
@@ -449,8 +469,9 @@ class Trainer:
     # ---------------------------------------------------------------------------------------------------- validation
     def validate(self, model, plots=False, **kw):
         from utils.evaluation import validate_model
+        half = self.amp and backend.is_cuda(self.device)  # CPU bf16 autocast trains in fp32 weights: validate so
         results, maps, _ = validate_model(model, self.val_loader, self.data, single_cls=self.opt.single_cls,
-                                          half=self.amp, compute_loss=self.compute_loss, save_dir=self.save_dir,
+                                          half=half, compute_loss=self.compute_loss, save_dir=self.save_dir,
                                           plots=plots, **kw)  # leaves the model in fp32, where the EMA averages
         return tuple(float(x) for x in results), np.asarray(maps, dtype=np.float64)
 

@@ -1,0 +1,258 @@
+"""End-to-end wall time of train.py (and val.py) against the official ultralytics/yolov5, side by side.
+
+    python benchmarks/compare_train.py --ref /work/ref/yolov5 --ref-python /work/ref/venv/bin/python --runs 3 \
+        --json runs/benchmarks/compare_train.json
+
+For each configuration (default: yolov5n at 320 px from yolov5n.pt, yolov5s at 640 px from scratch; batch 16,
+--workers 2, --noval, 2 epochs, on coco128) the official train.py and this project's train.py run alternately
+(official first in odd rounds, this project first in even ones), --runs times each, as child processes of this one,
+on the CPU. It prints the median wall time of each, the ratio official / project (above 1: this project is faster)
+and the peak memory of each run's process tree (proportional set size summed over the trainer and its loader
+workers, sampled every 0.2 s, so shared pages count once). Then val.py on coco128 at 640 px (batch 32) the same
+way. --json writes every run's figures.
+
+Each codebase trains on its own writable copy of coco128 (made in a temporary folder from ../shared/data/coco128 or
+--data), so neither reads the other's label cache and nothing is written under ../shared.
+
+The official checkout and its environment (not part of this project; the script skips cleanly without them):
+    git clone https://github.com/ultralytics/yolov5 /work/ref/yolov5        # commit 5081342f was measured
+    python3 -m venv /work/ref/venv
+    /work/ref/venv/bin/pip install -r /work/ref/yolov5/requirements.txt
+(both sides get the weights as a local path, ../shared/weights/yolov5n.pt, so nothing is downloaded).
+Options for this project's runs: --project-args '--amp' (extra train.py flags), --project-env OMP_NUM_THREADS=1.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+HOW_TO = """    git clone https://github.com/ultralytics/yolov5 /work/ref/yolov5
+    python3 -m venv /work/ref/venv
+    /work/ref/venv/bin/pip install -r /work/ref/yolov5/requirements.txt
+then: python benchmarks/compare_train.py --ref /work/ref/yolov5 --ref-python /work/ref/venv/bin/python"""
+CONFIGS = {  # name: (model yaml, image size, pretrained weights or '' for from scratch)
+    "n320": ("yolov5n.yaml", 320, "yolov5n.pt"),
+    "s640": ("yolov5s.yaml", 640, ""),
+}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# process-tree memory
+def _tree_pids(root_pid):
+    children = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    pids, stack = [], [root_pid]
+    while stack:
+        p = stack.pop()
+        pids.append(p)
+        stack += children.get(p, [])
+    return pids
+
+
+def _pss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def run_measured(cmd, cwd, env, timeout):
+    """Run cmd; returns (wall seconds, peak PSS of its process tree in MiB, returncode, stdout+stderr tail)."""
+    peak = [0]
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], sum(_pss_kib(pid) for pid in _tree_pids(p.pid)))
+            done.wait(0.2)
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+    wall = time.perf_counter() - t0
+    done.set()
+    sampler.join()
+    return wall, peak[0] / 1024, p.returncode, out[-4000:]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+def dataset_copy(src, dst):
+    """A writable coco128 at dst with its own data yaml (train = val = images/train2017, the 80 COCO names)."""
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.cache"))
+    with open(ROOT / "data" / "coco128.yaml") as f:
+        names = yaml.safe_load(f)["names"]
+    y = dst.parent / f"{dst.name}.yaml"
+    y.write_text(yaml.safe_dump({"path": str(dst), "train": "images/train2017", "val": "images/train2017",
+                                 "names": names}, sort_keys=False))
+    return y
+
+
+def train_cmd(python, repo, data, cfg, img, weights, opt, project, name, extra=()):
+    cfg_path = Path(repo) / "models" / cfg
+    return [python, str(Path(repo) / "train.py"), "--data", str(data), "--cfg", str(cfg_path),
+            "--weights", weights, "--img", str(img), "--batch-size", str(opt.batch), "--epochs", str(opt.epochs),
+            "--workers", str(opt.workers), "--noval", "--device", "cpu", "--project", str(project), "--name", name,
+            "--exist-ok", *extra]
+
+
+def val_cmd(python, repo, data, weights, opt, project, name):
+    return [python, str(Path(repo) / "val.py"), "--data", str(data), "--weights", weights, "--img", "640",
+            "--batch-size", "32", "--workers", str(opt.workers), "--device", "cpu", "--project", str(project),
+            "--name", name, "--exist-ok"]
+
+
+def parse_all_line(text):
+    """P, R, mAP50, mAP50-95 from the 'all' row both val.py print, or None."""
+    for line in reversed(text.splitlines()):
+        parts = line.split()
+        if len(parts) >= 7 and parts[0] == "all":
+            try:
+                return [float(x) for x in parts[3:7]]
+            except ValueError:
+                return None
+    return None
+
+
+def summarize(label, runs):
+    ok = [r for r in runs if r["rc"] == 0]
+    return {"label": label, "runs": runs, "median_s": statistics.median([r["wall_s"] for r in ok]) if ok else None,
+            "peak_mib": statistics.median([r["peak_mib"] for r in ok]) if ok else None, "failed": len(runs) - len(ok)}
+
+
+def parse_opt(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--ref", default=None, help="official ultralytics/yolov5 checkout (skipped without it)")
+    p.add_argument("--ref-python", default=None, help="its Python (default: ../venv/bin/python beside it)")
+    p.add_argument("--python", default=sys.executable, help="Python for this project (PyTorch environment)")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    p.add_argument("--no-val", action="store_true", help="skip the val.py comparison")
+    p.add_argument("--data", default=str(SHARED / "data" / "coco128"), help="coco128 folder to copy")
+    p.add_argument("--weights", default=str(SHARED / "weights" / "yolov5n.pt"))
+    p.add_argument("--project-args", default="", help="extra train.py flags for this project, e.g. '--amp'")
+    p.add_argument("--project-env", nargs="*", default=[], help="KEY=VALUE for this project's runs")
+    p.add_argument("--timeout", type=int, default=7200)
+    p.add_argument("--json", default=None)
+    return p.parse_args(argv)
+
+
+def main(opt):
+    if not opt.ref or not (Path(opt.ref) / "train.py").is_file():
+        print(f"compare_train: skipped: no official checkout (--ref {opt.ref!r}). To make one:\n{HOW_TO}")
+        return 0
+    ref_python = opt.ref_python or str(Path(opt.ref).parent / "venv" / "bin" / "python")
+    if not Path(ref_python).exists():
+        print(f"compare_train: skipped: no Python for the official checkout at {ref_python} (--ref-python).")
+        return 0
+    drop = ("PYTHONPATH", "YOLO_BACKEND", "_YOLO_BACKEND_ANNOUNCED")
+    base_env = {k: v for k, v in os.environ.items() if k not in drop}
+    ref_env = dict(base_env)
+    own_env = {**base_env, "YOLO_BACKEND": "torch", **dict(kv.split("=", 1) for kv in opt.project_env)}
+    own_extra = opt.project_args.split()
+    result = {"command": " ".join(sys.argv), "cpu": _cpu_name(), "cores": os.cpu_count(), "epochs": opt.epochs,
+              "batch": opt.batch, "workers": opt.workers, "project_args": own_extra, "project_env": opt.project_env,
+              "train": {}, "val": None}
+    with tempfile.TemporaryDirectory(prefix="compare_train_") as tmp:
+        tmp = Path(tmp)
+        data = {"official": dataset_copy(Path(opt.data), tmp / "coco128_official"),
+                "project": dataset_copy(Path(opt.data), tmp / "coco128_project")}
+        weights = tmp / "yolov5n.pt"
+        shutil.copy(opt.weights, weights)
+        sides = {"official": (ref_python, Path(opt.ref), ref_env, []),
+                 "project": (opt.python, ROOT, own_env, own_extra)}
+        for key in opt.configs:
+            cfg, img, w = CONFIGS[key]
+            runs = {"official": [], "project": []}
+            for r in range(opt.runs):
+                order = ["official", "project"] if r % 2 == 0 else ["project", "official"]
+                for side in order:
+                    python, repo, env, extra = sides[side]
+                    cmd = train_cmd(python, repo, data[side], cfg, img, str(weights) if w else "", opt,
+                                    tmp / f"runs_{side}", f"{key}_{r}", extra)
+                    wall, peak, rc, tail = run_measured(cmd, repo, env, opt.timeout)
+                    runs[side].append({"wall_s": round(wall, 2), "peak_mib": round(peak), "rc": rc})
+                    print(f"  {key} run {r + 1}/{opt.runs} {side:<9} {wall:8.1f} s  peak {peak:7.0f} MiB"
+                          f"{'' if rc == 0 else f'  FAILED rc={rc}: ' + tail[-800:]}", flush=True)
+            o, p = summarize("official", runs["official"]), summarize("project", runs["project"])
+            ratio = o["median_s"] / p["median_s"] if o["median_s"] and p["median_s"] else None
+            result["train"][key] = {"cfg": cfg, "img": img, "weights": w or "(scratch)", "official": o, "project": p,
+                                    "ratio_official_over_project": ratio}
+        if not opt.no_val:
+            runs = {"official": [], "project": []}
+            for r in range(opt.runs):
+                for side in (["official", "project"] if r % 2 == 0 else ["project", "official"]):
+                    python, repo, env, _ = sides[side]
+                    cmd = val_cmd(python, repo, data[side], str(weights), opt, tmp / f"val_{side}", f"v{r}")
+                    wall, peak, rc, tail = run_measured(cmd, repo, env, opt.timeout)
+                    runs[side].append({"wall_s": round(wall, 2), "peak_mib": round(peak), "rc": rc,
+                                       "P_R_mAP50_mAP50-95": parse_all_line(tail)})
+                    print(f"  val run {r + 1}/{opt.runs} {side:<9} {wall:8.1f} s  peak {peak:7.0f} MiB  "
+                          f"{runs[side][-1]['P_R_mAP50_mAP50-95']}{'' if rc == 0 else ' FAILED: ' + tail[-800:]}",
+                          flush=True)
+            o, p = summarize("official", runs["official"]), summarize("project", runs["project"])
+            result["val"] = {"official": o, "project": p, "ratio_official_over_project":
+                             o["median_s"] / p["median_s"] if o["median_s"] and p["median_s"] else None}
+
+    print(f"\ntrain.py, {opt.epochs} epochs on coco128, batch {opt.batch}, {opt.workers} workers, --noval, CPU "
+          f"({result['cpu']}, {result['cores']} cores); project extra: {' '.join(own_extra) or '-'} "
+          f"{' '.join(opt.project_env)}")
+    print(f"{'config':<8}{'official s':>12}{'project s':>12}{'ratio':>8}{'official MiB':>14}{'project MiB':>13}")
+    rows = [(k, v) for k, v in result["train"].items()] + ([("val640", result["val"])] if result["val"] else [])
+    for k, v in rows:
+        o, p, ratio = v["official"], v["project"], v["ratio_official_over_project"]
+        print(f"{k:<8}{_f(o['median_s']):>12}{_f(p['median_s']):>12}{_f(ratio, 2):>8}{_f(o['peak_mib'], 0):>14}"
+              f"{_f(p['peak_mib'], 0):>13}")
+    if opt.json:
+        Path(opt.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(opt.json).write_text(json.dumps(result, indent=1))
+        print(f"wrote {opt.json}")
+    return 0
+
+
+def _f(x, nd=1):
+    return "-" if x is None else f"{x:.{nd}f}"
+
+
+def _cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+if __name__ == "__main__":
+    sys.exit(main(parse_opt()))

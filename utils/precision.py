@@ -1,0 +1,27 @@
+"""Training precision: --amp/--no-amp turned into an autocast dtype, an input layout and a loss scaler.
+
+Default (neither flag): the official choice, fp16 autocast with a GradScaler on CUDA under PyTorch, fp32 elsewhere.
+--amp: the same on CUDA; on a CPU with native bf16 (AVX512-BF16 or AMX) bf16 autocast, with channels_last input
+(oneDNN's bf16 convolutions are faster in that layout) and no loss scaling (bf16 has fp32's exponent range); the
+weights, gradients, optimizer and EMA stay fp32 and the loss is computed in fp32. Where neither applies (OneFlow,
+a CPU without native bf16) --amp falls back to fp32 with a one-line warning. --no-amp: fp32 everywhere.
+"""
+from utils import backend
+from utils.general import LOGGER
+
+__all__ = ["training_precision"]
+
+
+def training_precision(device, request=None):
+    """-> (autocast dtype or None for fp32, channels_last input?, scaler) for training on ``device``; request is
+    opt.amp (None, True or False)."""
+    dtype, note = backend.amp_dtype(device, request)
+    if note:
+        LOGGER.warning(f"WARNING ⚠️ {note}")
+    elif backend.no_amp_reason():
+        LOGGER.info(f"{backend.BACKEND} backend: training in fp32 ({backend.no_amp_reason()})")
+    channels_last = backend.channels_last_pays(device, dtype)
+    if dtype is not None and not backend.is_cuda(device):
+        LOGGER.info(f"AMP: {str(dtype).split('.')[-1]} autocast on the CPU (fp32 weights)"
+                    f"{', channels_last input' if channels_last else ''}")
+    return dtype, channels_last, backend.grad_scaler(device, enabled=dtype is not None)
