@@ -38,6 +38,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
+OWN_PYTHON = ROOT / ".venv-torch" / "bin" / "python"
 HOW_TO = """    git clone https://github.com/ultralytics/yolov5 /work/ref/yolov5
     python3 -m venv /work/ref/venv
     /work/ref/venv/bin/pip install -r /work/ref/yolov5/requirements.txt
@@ -151,7 +152,8 @@ def parse_opt(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--ref", default=None, help="official ultralytics/yolov5 checkout (skipped without it)")
     p.add_argument("--ref-python", default=None, help="its Python (default: ../venv/bin/python beside it)")
-    p.add_argument("--python", default=sys.executable, help="Python for this project (PyTorch environment)")
+    p.add_argument("--python", default=str(OWN_PYTHON if OWN_PYTHON.exists() else sys.executable),
+                   help="Python for this project (default: its PyTorch environment, .venv-torch)")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch", type=int, default=16)
@@ -182,7 +184,7 @@ def main(opt):
     drop = ("PYTHONPATH", "YOLO_BACKEND", "_YOLO_BACKEND_ANNOUNCED")
     base_env = {k: v for k, v in os.environ.items() if k not in drop}
     ref_env = {**base_env, **dict(kv.split("=", 1) for kv in opt.ref_env)}
-    own_env = {**base_env, "YOLO_BACKEND": "torch", **dict(kv.split("=", 1) for kv in opt.project_env)}
+    own_env = {**base_env, **dict(kv.split("=", 1) for kv in opt.project_env)}  # the backend follows the device
     own_extra = opt.project_args.split()
     result = {"command": " ".join(sys.argv), "cpu": _cpu_name(), "cores": os.cpu_count(), "epochs": opt.epochs,
               "batch": opt.batch, "workers": opt.workers, "project_args": own_extra, "project_env": opt.project_env, "ref_env": opt.ref_env,
