@@ -19,7 +19,8 @@ The official checkout and its environment (not part of this project; the script 
     python3 -m venv /work/ref/venv
     /work/ref/venv/bin/pip install -r /work/ref/yolov5/requirements.txt
 (both sides get the weights as a local path, ../shared/weights/yolov5n.pt, so nothing is downloaded).
-Options for this project's runs: --project-args '--amp' (extra train.py flags), --project-env OMP_NUM_THREADS=1.
+Options for this project's runs: --project-args '--amp' (extra train.py flags), --project-env OMP_NUM_THREADS=1;
+for the official runs: --ref-env OMP_WAIT_POLICY=PASSIVE (this project's own default on CPU machines).
 """
 import argparse
 import json
@@ -37,6 +38,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
+OWN_PYTHON = ROOT / ".venv-torch" / "bin" / "python"
 HOW_TO = """    git clone https://github.com/ultralytics/yolov5 /work/ref/yolov5
     python3 -m venv /work/ref/venv
     /work/ref/venv/bin/pip install -r /work/ref/yolov5/requirements.txt
@@ -123,7 +125,7 @@ def train_cmd(python, repo, data, cfg, img, weights, opt, project, name, extra=(
 
 
 def val_cmd(python, repo, data, weights, opt, project, name):
-    return [python, str(Path(repo) / "val.py"), "--data", str(data), "--weights", weights, "--img", "640",
+    return [python, str(Path(repo) / "val.py"), "--data", str(data), "--weights", weights, "--img", str(opt.val_img),
             "--batch-size", "32", "--workers", str(opt.workers), "--device", "cpu", "--project", str(project),
             "--name", name, "--exist-ok"]
 
@@ -150,17 +152,22 @@ def parse_opt(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--ref", default=None, help="official ultralytics/yolov5 checkout (skipped without it)")
     p.add_argument("--ref-python", default=None, help="its Python (default: ../venv/bin/python beside it)")
-    p.add_argument("--python", default=sys.executable, help="Python for this project (PyTorch environment)")
+    p.add_argument("--python", default=str(OWN_PYTHON if OWN_PYTHON.exists() else sys.executable),
+                   help="Python for this project (default: its PyTorch environment, .venv-torch)")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    p.add_argument("--img", type=int, default=None, help="override every config's image size (smoke tests)")
+    p.add_argument("--val-img", type=int, default=640)
     p.add_argument("--no-val", action="store_true", help="skip the val.py comparison")
     p.add_argument("--data", default=str(SHARED / "data" / "coco128"), help="coco128 folder to copy")
     p.add_argument("--weights", default=str(SHARED / "weights" / "yolov5n.pt"))
     p.add_argument("--project-args", default="", help="extra train.py flags for this project, e.g. '--amp'")
     p.add_argument("--project-env", nargs="*", default=[], help="KEY=VALUE for this project's runs")
+    p.add_argument("--ref-env", nargs="*", default=[], help="KEY=VALUE for the official runs, e.g. "
+                   "OMP_WAIT_POLICY=PASSIVE (which this project sets by itself on CPU machines)")
     p.add_argument("--timeout", type=int, default=7200)
     p.add_argument("--json", default=None)
     return p.parse_args(argv)
@@ -176,11 +183,11 @@ def main(opt):
         return 0
     drop = ("PYTHONPATH", "YOLO_BACKEND", "_YOLO_BACKEND_ANNOUNCED")
     base_env = {k: v for k, v in os.environ.items() if k not in drop}
-    ref_env = dict(base_env)
-    own_env = {**base_env, "YOLO_BACKEND": "torch", **dict(kv.split("=", 1) for kv in opt.project_env)}
+    ref_env = {**base_env, **dict(kv.split("=", 1) for kv in opt.ref_env)}
+    own_env = {**base_env, **dict(kv.split("=", 1) for kv in opt.project_env)}  # the backend follows the device
     own_extra = opt.project_args.split()
     result = {"command": " ".join(sys.argv), "cpu": _cpu_name(), "cores": os.cpu_count(), "epochs": opt.epochs,
-              "batch": opt.batch, "workers": opt.workers, "project_args": own_extra, "project_env": opt.project_env,
+              "batch": opt.batch, "workers": opt.workers, "project_args": own_extra, "project_env": opt.project_env, "ref_env": opt.ref_env,
               "train": {}, "val": None}
     with tempfile.TemporaryDirectory(prefix="compare_train_") as tmp:
         tmp = Path(tmp)
@@ -192,6 +199,7 @@ def main(opt):
                  "project": (opt.python, ROOT, own_env, own_extra)}
         for key in opt.configs:
             cfg, img, w = CONFIGS[key]
+            img = opt.img or img
             runs = {"official": [], "project": []}
             for r in range(opt.runs):
                 order = ["official", "project"] if r % 2 == 0 else ["project", "official"]

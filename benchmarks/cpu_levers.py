@@ -171,7 +171,8 @@ def main(opt):
     configs = [(c, opt.img) for c in opt.cfg] if opt.cfg else \
         [("yolov5n.yaml", 320), ("yolov5s.yaml", 320), ("yolov5s.yaml", 640)]
     info = {"cpu": cpu_name(), "cores": os.cpu_count(), "threads": torch.get_num_threads(), "torch": torch.__version__,
-            "native_bf16": backend.cpu_has_native_bf16(), "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "native_bf16": backend.cpu_has_native_bf16(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+            "time": time.strftime("%Y-%m-%d %H:%M:%S"),
             "command": " ".join(sys.argv)}
     print(f"CPU levers: {info}")
     result = {"info": info, "train": [], "val": []}

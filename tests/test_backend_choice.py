@@ -70,6 +70,21 @@ def test_unset_backend_in_this_environment_picks_and_says_why():
     assert "CUDA_VISIBLE_DEVICES=''" in notice[0]
 
 
+@pytest.mark.parametrize("preset", [None, "ACTIVE"])
+def test_openmp_waits_passively_without_a_gpu_unless_set(preset):
+    """PyTorch on a CPU machine is imported with OMP_WAIT_POLICY=PASSIVE (spinning OpenMP threads starve the loader
+    workers); a value the user set is kept. OneFlow's CPU runtime has no OpenMP, so it is left alone."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "_YOLO_BACKEND_ANNOUNCED")}
+    env.update(CUDA_VISIBLE_DEVICES="", PYTHONPATH=ROOT, YOLO_QUIET="1")
+    if preset:
+        env["OMP_WAIT_POLICY"] = preset
+    code = "import os; from utils.backend import BACKEND; print(BACKEND, os.environ.get('OMP_WAIT_POLICY'))"
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    backend, policy = p.stdout.split()
+    assert policy == (preset or ("PASSIVE" if backend == "torch" else "None"))
+
+
 def test_makefile_default_is_this_machines_backend():
     """The Makefile asks utils/backend_choice.py (no framework import) for its BACKEND default."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}

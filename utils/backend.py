@@ -4,7 +4,8 @@ Every other module does ``from utils.backend import torch, nn, F`` and calls the
 few things that differ between OneFlow 0.9.0 and PyTorch. Selection: ``YOLO_BACKEND=oneflow|torch``; unset means
 the backend follows the device: OneFlow when a CUDA GPU is seen, PyTorch otherwise (OneFlow 0.9.0's CPU kernels
 run on one thread, 5-10x slower than PyTorch's), each falling back to the other when it is not installed. A
-one-line notice on stderr says which one is in use and why (``YOLO_QUIET=1`` silences it).
+one-line notice on stderr says which one is in use and why (``YOLO_QUIET=1`` silences it). Without a GPU, PyTorch
+is imported with ``OMP_WAIT_POLICY=PASSIVE`` unless the user set it (see _import_torch).
 """
 import contextlib
 import ctypes
@@ -83,6 +84,12 @@ def _import_oneflow():
 
 
 def _import_torch():
+    if "OMP_WAIT_POLICY" not in os.environ and not gpu_seen()[0]:
+        # OpenMP threads that spin at barriers waste the cores that loader workers (and anyone else on the machine)
+        # need, and stall when those preempt them: yolov5n training steps ran 5.5x faster with passive waiting on a
+        # loaded 2-core machine, and the same within 6% on a quiet one (benchmarks/cpu_levers.py). Read by the
+        # OpenMP runtime when torch loads it, hence here; a value the user set wins.
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     try:
         import torch as _torch
     except Exception as e:
