@@ -1,7 +1,8 @@
 """Model and training helpers that users import from utils.torch_utils as in ultralytics: ModelEMA, smart_optimizer,
 de_parallel, intersect_dicts, EarlyStopping, model_info, select_device (re-exported from utils.backend).
 
-Framework calls go through utils.backend; nothing here branches on the backend except through its capability flags.
+Framework calls go through utils.backend (the multi-tensor EMA update and optimizer arguments are its function set);
+nothing here branches on the backend.
 """
 import math
 import time
