@@ -153,7 +153,7 @@ def main(opt):
         evolve(Trainer._load_hyp(opt.hyp), opt, device, train)
         return None
     results = train(opt.hyp, opt, device, ctx)
-    process_group.finish(ctx)  # a goodbye to the peers' watchdogs: this rank's exit from here on is not a crash
+    process_group.finish()  # a goodbye to the peers' watchdogs: this rank's exit from here on is not a crash
     return results
 
 

@@ -31,7 +31,7 @@ def start(ctx, device):
                    peer_timeout_s=float(os.environ.get("YOLO_DDP_PEER_TIMEOUT", "60")))
 
 
-def finish(ctx=None):
+def finish():
     """This rank ended normally (or stops on a signal its peers got too): tell the peers' watchdogs it is not a
     crash, then stop watching."""
     watchdog.finish()
