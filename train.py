@@ -8,7 +8,8 @@ Usage - DDP (one process per GPU; --batch-size is the total):
     $ python -m torch.distributed.run --nproc_per_node 2 train.py --data coco128.yaml --batch-size 64 --device 0,1
     $ python -m oneflow.distributed.launch --nproc_per_node 2 train.py --data coco128.yaml --batch-size 64 --device 0,1
 
-The loop itself lives in utils/trainer.py; this file parses flags, resolves resume/evolve, picks the device.
+The loop itself lives in utils/trainer.py; this file parses flags, resolves resume/evolve, reads who this process
+is (utils/distributed: one DistContext, passed down) and picks its device.
 """
 import argparse
 import glob
@@ -25,10 +26,11 @@ from utils import signals  # noqa: E402
 if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on is only recorded (utils/signals.py)
     signals.install("train")
 
-from utils import backend  # noqa: E402
+from utils.distributed import DistContext, process_group  # noqa: E402
+from utils.distributed.launch import training_device  # noqa: E402
 from utils.errors import exit_on_user_error  # noqa: E402
 from utils.general import LOGGER, RunDirError, increment_path  # noqa: E402
-from utils.trainer import TrainingError, dist_context, train  # noqa: E402
+from utils.trainer import TrainingError, train  # noqa: E402
 
 
 def parse_opt(known=False, args=None):
@@ -120,7 +122,7 @@ def resume_opt(opt):
 
 
 def main(opt):
-    rank, world_size, local_rank = dist_context()
+    ctx = DistContext.from_env()  # who this process is, read once (a launcher's ranks, or a single process)
     if opt.resume and not opt.evolve:
         opt = resume_opt(opt)
     else:
@@ -136,80 +138,23 @@ def main(opt):
         # DDP ranks never write to the run folder (Trainer.setup_run_dir), so their unclaimed name is never used.
         try:
             opt.save_dir = str(increment_path(Path(opt.project) / opt.name, exist_ok=opt.exist_ok,
-                                              mkdir=rank in (-1, 0)))
+                                              mkdir=ctx.is_main))
         except RunDirError as e:
             raise TrainingError(str(e)) from e
         opt.resume = False
 
-    device = select_training_device(opt, world_size, local_rank)
-    if world_size > 1:  # a rank stopped by Ctrl-C/SIGTERM is not a crash: its peers got the signal too (launchers
-        from utils import ddp  # forward it) and stop on their own, so their watchdogs should not fail them for it
-        signals.on_stop(ddp.finish)
+    device = training_device(opt, ctx)  # launch checks, and this rank's GPU under DDP
+    process_group.start(ctx, device)  # DDP: process group with its timeout (YOLO_DDP_TIMEOUT), the rank's watchdog
+    if ctx.distributed:  # a rank stopped by Ctrl-C/SIGTERM is not a crash: its peers got the signal too (launchers
+        signals.on_stop(process_group.finish)  # forward it) and stop on their own; their watchdogs must not fail them
     if opt.evolve:
         from utils.evolve import evolve
         from utils.trainer import Trainer
         evolve(Trainer._load_hyp(opt.hyp), opt, device, train)
         return None
-    results = train(opt.hyp, opt, device)
-    if world_size > 1:
-        from utils import ddp
-        ddp.finish()  # a goodbye to the peers' watchdogs: this rank's exit from here on is not a crash
+    results = train(opt.hyp, opt, device, ctx)
+    process_group.finish()  # a goodbye to the peers' watchdogs: this rank's exit from here on is not a crash
     return results
-
-
-def select_training_device(opt, world_size, local_rank):
-    """The device for this process. Under a launcher, rank i takes GPU local_rank; several GPUs without one
-    are refused with a pointer to DDP."""
-    try:
-        device = backend.select_device(opt.device, batch_size=opt.batch_size)
-    except ValueError as e:
-        raise TrainingError(str(e)) from e
-    n_ids = len([s for s in str(opt.device).replace("cuda:", "").split(",") if s.strip().isdigit()])
-    if world_size == 1 and n_ids == 0 and backend.is_cuda(device) and backend.cuda_device_count() > 1:
-        n = backend.cuda_device_count()
-        LOGGER.warning(f"WARNING ⚠️ {n} GPUs are visible but this single process trains on {device} only; for all of "
-                       f"them launch DDP: 'python -m torch.distributed.run --nproc_per_node {n} train.py ...' or "
-                       f"'python -m oneflow.distributed.launch --nproc_per_node {n} train.py ...'.")
-    if world_size == 1 and n_ids > 1:
-        raise TrainingError(f"--device {opt.device} names {n_ids} GPUs but this is a single process: launch DDP "
-                            f"with 'python -m torch.distributed.run --nproc_per_node {n_ids} train.py ...' or "
-                            f"'python -m oneflow.distributed.launch --nproc_per_node {n_ids} train.py ...'.")
-    if opt.sync_bn:
-        if world_size == 1:
-            LOGGER.warning("WARNING ⚠️ --sync-bn only applies to DDP training (several processes); ignored here.")
-        elif not backend.is_cuda(device):  # SyncBatchNorm is CUDA-only in both frameworks (PyTorch fails at forward)
-            raise TrainingError(f"--sync-bn does not work on CPU under {backend.BACKEND} {backend.VERSION} (its "
-                                "SyncBatchNorm is CUDA only); drop --sync-bn or train on GPUs.")
-    if opt.batch_size < 1 and opt.batch_size != -1:
-        raise TrainingError(f"--batch-size {opt.batch_size} is not a batch size: give a positive number, or -1 for "
-                            "AutoBatch.")
-    if world_size > 1:
-        if opt.batch_size == -1:
-            raise TrainingError("AutoBatch with --batch-size -1 is not compatible with DDP training, please pass a "
-                                "valid --batch-size")
-        if opt.batch_size % world_size:
-            raise TrainingError(f"--batch-size {opt.batch_size} must be a multiple of WORLD_SIZE {world_size}")
-        if opt.evolve:
-            raise TrainingError("--evolve is not compatible with DDP training")
-        if opt.image_weights:  # each rank trains on a fixed share; weighting the whole set would break that
-            raise TrainingError("--image-weights is not compatible with DDP training")
-        if backend.is_cuda(device):  # rank i takes the i-th GPU of --device (2,3 -> cuda:2, cuda:3), else cuda:i
-            ids = [int(s) for s in str(opt.device).replace("cuda:", "").split(",") if s.strip().isdigit()]
-            lr = max(local_rank, 0)
-            if ids and lr >= len(ids):
-                raise TrainingError(f"--device {opt.device} names {len(ids)} GPUs but LOCAL_RANK is {lr}: give as "
-                                    "many GPUs as --nproc_per_node.")
-            gpu = ids[lr] if ids else lr
-            if backend.IS_ONEFLOW and gpu != lr:  # OneFlow's collectives require rank i on cuda:<local rank i>
-                raise TrainingError(f"OneFlow DDP puts local rank {lr} on cuda:{lr}; to train on GPUs {opt.device} "
-                                    f"use CUDA_VISIBLE_DEVICES={opt.device} with --device "
-                                    f"{','.join(map(str, range(len(ids))))}.")
-            device = backend.device(f"cuda:{gpu}")
-            if hasattr(backend.torch.cuda, "set_device"):
-                backend.torch.cuda.set_device(gpu)
-        from utils import ddp
-        ddp.setup(device)  # process group with an explicit timeout (YOLO_DDP_TIMEOUT), and the rank's watchdog
-    return device
 
 
 def run(**kwargs):

@@ -8,8 +8,8 @@ warm-up steps, fp32. Every non-view aten op dispatched is counted per stage (on 
 an allocator call, and a yolov5s step at batch 16 is launch-bound), and so is every host-sync point (scalar reads,
 nonzero and boolean-mask indexing, copies to the host); see benchmarks/dispatch_count.py for the rules. It runs on
 the CPU and needs no GPU: where this project's code takes another branch on CUDA, the CUDA branch is counted:
-* --bbox_iou_optim: the Triton CIoU kernel (utils/ciou_triton.py) runs in Triton's interpreter and each of its
-  launches counts as one kernel;
+* --bbox_iou_optim: the Triton CIoU kernel (utils/backend/torch_ciou_triton.py) runs in Triton's interpreter and
+  each of its launches counts as one kernel;
 * --multi_tensor_optimizer: the optimizer runs with fused=True (PyTorch's fused SGD, what optimizer_kwargs picks on
   CUDA; one multi-tensor op per parameter group), the EMA with its foreach ops.
 The official step (benchmarks/official_step.py) runs in a subprocess with the official checkout's Python, so the two
@@ -65,27 +65,27 @@ class _CountedTriton:
 
 @contextlib.contextmanager
 def cuda_branches(state):
-    """Route the project's CUDA-only branches onto the CPU for counting: CIoU through the Triton kernel."""
-    import utils.ciou_triton as ct
-    import utils.iou as iou
-    saved = iou.fused_backend_name, ct._ciou_fwd, ct._ciou_bwd
-    iou.fused_backend_name = lambda device: "triton"
+    """Route the project's CUDA-only branches onto the CPU for counting: CIoU through the Triton kernel (chosen when
+    the loss is built, launched and counted in the step)."""
+    import utils.backend.torch_ciou_triton as ct
+    from utils import backend
+    saved = backend.fused_ciou, ct._ciou_fwd, ct._ciou_bwd
+    backend.fused_ciou = lambda device: ("triton", ct.ciou_triton)  # what the loss chooses on CUDA
     ct._ciou_fwd = _CountedTriton(saved[1], "_ciou_fwd", state)
     ct._ciou_bwd = _CountedTriton(saved[2], "_ciou_bwd", state)
     try:
         yield
     finally:
-        iou.fused_backend_name, ct._ciou_fwd, ct._ciou_bwd = saved
+        backend.fused_ciou, ct._ciou_fwd, ct._ciou_bwd = saved
 
 
 def project_step(cfg="yolov5s.yaml", bs=16, img=320, flags=True):
     """The step of utils/trainer.py (train_step + optimizer_step) built from the same pieces; returns step(counter)."""
     import yaml
     from models.yolo import DetectionModel
-    from utils.backend import torch
+    from utils.backend import clip_grad_norm_, torch
     from utils.loss import ComputeLoss
     from utils.loss_readback import LossReadback
-    from utils.multi_tensor import clip_grad_norm_
     from utils.torch_utils import ModelEMA, smart_optimizer
     from utils.trainer import scale_hyp
     torch.manual_seed(0)
@@ -97,15 +97,16 @@ def project_step(cfg="yolov5s.yaml", bs=16, img=320, flags=True):
     model.hyp = hyp
     accumulate = max(round(64 / bs), 1)
     hyp["weight_decay"] *= bs * accumulate / 64
-    compute_loss = ComputeLoss(model, fused_iou=flags)
+    state = {"counter": None, "i": 0}
+    with (cuda_branches(state) if flags else contextlib.nullcontext()):
+        compute_loss = ComputeLoss(model, fused_iou=flags)
     optimizer = smart_optimizer(model, "SGD", hyp["lr0"], hyp["momentum"], hyp["weight_decay"], fused=flags)
-    if flags:  # the CUDA choice of utils.multi_tensor.optimizer_kwargs: PyTorch's fused kernels
+    if flags:  # the CUDA choice of backend.optimizer_kwargs: PyTorch's fused kernels
         for g in optimizer.param_groups:
             g.update(fused=True, foreach=False)
     ema = ModelEMA(model, fused=flags)
     readback = LossReadback(torch.device("cpu"), interval=READBACK_INTERVAL)
     imgs_u8, targets = dc.synthetic_batch(bs, img)
-    state = {"counter": None, "i": 0}
 
     def step(c):
         state["counter"] = c

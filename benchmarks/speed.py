@@ -34,7 +34,7 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 from utils import backend  # noqa: E402
-from utils.backend import IS_TORCH, nn, torch  # noqa: E402
+from utils.backend import nn, torch  # noqa: E402
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -88,14 +88,15 @@ def _rand_boxes(n, dev, seed):
 
 
 def bench_ciou(dev, counts, iters):
-    from utils.iou import bbox_iou, ciou_compiled, fused_backend_name
+    from utils.iou import bbox_iou, fused_backend_name
+    ciou_compiled = backend.compiled_ciou()  # None where the framework cannot compile
     rows = []
     for n in counts:
         b1, b2 = _rand_boxes(n, dev, 0), _rand_boxes(n, dev, 1)
         b1 = b1.requires_grad_(True)
         variants = [("plain", lambda a, b: bbox_iou(a, b, CIoU=True, fused=False)),
                     (f"fused ({fused_backend_name(dev)})", lambda a, b: bbox_iou(a, b, CIoU=True, fused=True))]
-        if IS_TORCH and hasattr(torch, "compile") and fused_backend_name(dev) != "torch-compile":
+        if ciou_compiled is not None and fused_backend_name(dev) != "torch-compile":
             # the other PyTorch option, measured explicitly (on the CPU bbox_iou never routes to it)
             variants.append((f"torch.compile ({dev.type})", lambda a, b: ciou_compiled(a, b)))
         def make(fn):
@@ -122,7 +123,7 @@ def _build_model(cfg, dev):
 
 
 def bench_ema_optim(cfg, dev, iters):
-    from utils.multi_tensor import ema_impl, ema_update_, optimizer_impl
+    from utils.backend import ema_impl, ema_update_, optimizer_impl
     from utils.torch_utils import smart_optimizer
     import copy
     model = _build_model(cfg, dev)
@@ -138,13 +139,10 @@ def bench_ema_optim(cfg, dev, iters):
     # optimizer: the official three groups, SGD nesterov; gradients set once (the step does not need fresh ones)
     for p in model.parameters():
         p.grad = torch.randn(tuple(p.shape), device=dev) * 1e-3
+    # and the framework's other step implementations (PyTorch: the explicit loop; on the CPU its fused kernel,
+    # faster but not bit-identical to the loop, so the flag does not use it)
     variants = [("off", False, None), ("on", True, None)]
-    if IS_TORCH:
-        variants.append(("explicit loop", False, {"foreach": False}))
-        from utils.multi_tensor import _torch_fused_works
-        if not backend.is_cuda(dev) and _torch_fused_works(torch.optim.SGD, dev):
-            # PyTorch's CPU fused kernel: faster, but not bit-identical to the loop, so the flag does not use it
-            variants.append(("cpu fused kernel", False, {"fused": True, "foreach": False}))
+    variants += [(label, False, settings) for label, settings in backend.optimizer_variants(dev).items()]
     steps = {}
     for label, fused, override in variants:
         opt = smart_optimizer(model, "SGD", lr=0.01, momentum=0.937, decay=5e-4, fused=fused)
@@ -213,7 +211,7 @@ def make_train_step(cfg, bs, img, dev, amp, flags, channels_last=False, amp_dtyp
     default."""
     from utils.iou import fused_backend_name
     from utils.loss import ComputeLoss
-    from utils.multi_tensor import clip_grad_norm_, optimizer_impl
+    from utils.backend import clip_grad_norm_, optimizer_impl
     from utils.torch_utils import ModelEMA, smart_optimizer
     model = _build_model(cfg, dev)
     if channels_last is True:  # convolutions only: Detect's 5-D grid buffers have no channels_last layout

@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("YOLO_QUIET", "1")
-# Without an NVIDIA GPU, Triton kernels (utils/ciou_triton.py) run in Triton's interpreter so that their maths is
-# still tested; it must be set before triton is first imported.
+# Without an NVIDIA GPU, Triton kernels (utils/backend/torch_ciou_triton.py) run in Triton's interpreter so that their
+# maths is still tested; it must be set before triton is first imported.
 if not (Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi")):
     os.environ.setdefault("TRITON_INTERPRET", "1")
 

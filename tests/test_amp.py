@@ -23,13 +23,14 @@ def test_amp_choice_per_request():
 
 @pytest.mark.skipif(not IS_TORCH, reason="CPU autocast is a PyTorch feature")
 def test_native_bf16_is_read_from_the_cpu_flags(monkeypatch):
-    flags = backend._cpu_flags()
+    from utils.backend import torch_backend  # the flags are read there (the shim re-exports its functions)
+    flags = torch_backend._cpu_flags()
     assert backend.cpu_has_native_bf16() == bool({"avx512_bf16", "amx_bf16"} & flags)
-    monkeypatch.setattr(backend, "_cpu_flags", lambda: {"avx2", "avx512f"})  # AVX-512 without BF16: emulated
+    monkeypatch.setattr(torch_backend, "_cpu_flags", lambda: {"avx2", "avx512f"})  # AVX-512 without BF16: emulated
     assert not backend.cpu_has_native_bf16()
     dtype, note = backend.amp_dtype(CPU, True)
     assert dtype is None and "no native bfloat16" in note
-    monkeypatch.setattr(backend, "_cpu_flags", lambda: {"amx_bf16"})
+    monkeypatch.setattr(torch_backend, "_cpu_flags", lambda: {"amx_bf16"})
     assert backend.cpu_has_native_bf16() == bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 

@@ -4,15 +4,14 @@ One 2-process job of yolov5n (64 px, 8 images, 2 epochs) where rank 1 crashes in
 --resume of it under DDP. Together they check: the crash ends the job with an error in bounded time; both ranks held
 identical weights (after the start-up broadcast and after an epoch of steps); each rank iterated a disjoint half of
 the images, reshuffled per epoch; rank 0 alone wrote the run folder; the DDP checkpoint loads in a single process
-with the exact weights; --resume restarts a DDP job from it. The watchdog itself (utils/ddp_watchdog.py, no
-framework) is tested with plain processes: a killed peer, a killed launcher, a clean finish.
-Each rank writes what is checked when YOLO_DDP_DEBUG_DIR is set (utils/ddp.attach_debug).
+with the exact weights; --resume restarts a DDP job from it. The watchdog alone is tested in
+tests/test_distributed_watchdog.py, the launch checks in tests/test_distributed_launch.py.
+Each rank writes what is checked through the probe tests/ddp_probe.py (YOLO_DDP_PROBE, YOLO_DDP_DEBUG_DIR).
 """
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from process_helpers import alive as _alive, free_port as _free_port  # tests/ is on sys.path under pytest
 from utils.backend import BACKEND
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,12 +28,6 @@ N_TRAIN = 8
 OFFICIAL = ROOT.parent / "shared" / "weights" / "yolov5n.pt"  # a single-process (ultralytics) checkpoint
 CRASH_LIMIT_S = 240  # start-up (two framework imports on a busy 2-core machine) + one epoch + detection
 RUN_TIMEOUT_S = 420
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _make_dataset(root, n_train=N_TRAIN, n_val=4, size=64, seed=0):
@@ -59,6 +53,12 @@ def _make_dataset(root, n_train=N_TRAIN, n_val=4, size=64, seed=0):
     return yml
 
 
+def _probe_env(debug_dir):
+    """Each rank imports tests/ddp_probe.py, which records into debug_dir."""
+    return {"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]), "YOLO_DDP_PROBE": "ddp_probe",
+            "YOLO_DDP_DEBUG_DIR": str(debug_dir)}
+
+
 def _launch(train_args, debug_dir, env_extra=None, nproc=2):
     """Run train.py under this backend's launcher; returns (returncode, seconds, output)."""
     port = _free_port()
@@ -68,8 +68,7 @@ def _launch(train_args, debug_dir, env_extra=None, nproc=2):
     else:
         launcher = [sys.executable, "-m", "oneflow.distributed.launch", "--nproc_per_node", str(nproc),
                     "--master_addr", "127.0.0.1", "--master_port", str(port)]
-    env = {**os.environ, "YOLO_BACKEND": BACKEND, "YOLO_QUIET": "1", "PYTHONPATH": str(ROOT),
-           "OMP_NUM_THREADS": "1", "YOLO_DDP_DEBUG_DIR": str(debug_dir),
+    env = {**os.environ, **_probe_env(debug_dir), "YOLO_BACKEND": BACKEND, "YOLO_QUIET": "1", "OMP_NUM_THREADS": "1",
            "YOLO_DDP_WATCHDOG_PORT": str(_free_port()), "YOLO_DDP_TIMEOUT": "300", **(env_extra or {})}
     t0 = time.time()
     # A session of its own: oneflow.distributed.launch ends a failed job with killpg() on ITS process group, which
@@ -98,17 +97,6 @@ def _max_diff(a, b):
 def _records(debug_dir, rank):
     f = Path(debug_dir) / f"rank{rank}.jsonl"
     return [json.loads(x) for x in f.read_text().splitlines()] if f.exists() else []
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is dead too
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -223,83 +211,6 @@ def test_single_process_checkpoint_starts_a_ddp_run(crashed_run):
         assert any(n.startswith("model.24.") and n not in same for n in start), "the 2-class head is new"
 
 
-def test_sync_bn_refused_on_cpu_under_ddp():
-    import argparse
-    import train
-    from utils.trainer import TrainingError
-    opt = argparse.Namespace(device="cpu", batch_size=4, sync_bn=True, evolve=None)
-    with pytest.raises(TrainingError, match="--sync-bn"):
-        train.select_training_device(opt, world_size=2, local_rank=0)
-    from utils import ddp
-    from utils.backend import torch
-    assert ddp.sync_bn_error(True, 2, torch.device("cpu"))
-    assert ddp.sync_bn_error(True, 1, torch.device("cpu")) is None  # single process: ignored with a warning
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The watchdog alone, in plain python processes (no framework: fast)
-def _watchdog_ranks(world, seconds, tmp_path, parent_script=None):
-    port = _free_port()
-    env = {**os.environ, "WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
-           "YOLO_DDP_WATCHDOG_PORT": str(port), "YOLO_DDP_PEER_TIMEOUT": "20"}
-    procs = []
-    for r in range(world):
-        procs.append(subprocess.Popen([sys.executable, str(ROOT / "utils" / "ddp_watchdog.py"), str(seconds)],
-                                      env={**env, "RANK": str(r)}, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
-    for p in procs:
-        assert p.stdout.readline().startswith("ready")
-    return procs
-
-
-def _wait_all(procs, timeout):
-    t0 = time.time()
-    out = []
-    for p in procs:
-        try:
-            _, err = p.communicate(timeout=max(0.1, timeout - (time.time() - t0)))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            pytest.fail("a watchdog rank did not exit in time")
-        out.append((p.returncode, err))
-    return out, time.time() - t0
-
-
-def test_watchdog_ends_every_rank_when_one_dies(tmp_path):
-    procs = _watchdog_ranks(3, 120, tmp_path)
-    time.sleep(1.0)
-    procs[2].send_signal(signal.SIGKILL)
-    out, secs = _wait_all(procs[:2], 15)
-    assert [rc for rc, _ in out] == [3, 3], out
-    assert "rank 2 is gone" in out[0][1] and "rank 0 is gone" in out[1][1]
-    assert secs < 10
-
-
-def test_watchdog_clean_finish_is_not_a_crash(tmp_path):
-    procs = _watchdog_ranks(2, 2, tmp_path)
-    out, _ = _wait_all(procs, 30)
-    assert [rc for rc, _ in out] == [0, 0], out
-
-
-def test_watchdog_ends_rank_when_launcher_dies(tmp_path):
-    """A 'launcher' that starts one rank and is SIGKILLed: the orphaned rank exits by itself."""
-    code = ("import os, subprocess, sys, time\n"
-            f"p = subprocess.Popen([sys.executable, {str(ROOT / 'utils' / 'ddp_watchdog.py')!r}, '120'])\n"
-            "print(p.pid, flush=True)\ntime.sleep(120)\n")
-    env = {**os.environ, "WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "127.0.0.1",
-           "YOLO_DDP_WATCHDOG_PORT": str(_free_port())}
-    launcher = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
-    rank_pid = int(launcher.stdout.readline())
-    time.sleep(1.0)
-    launcher.kill()
-    launcher.wait()
-    t0 = time.time()
-    while _alive(rank_pid) and time.time() - t0 < 15:
-        time.sleep(0.2)
-    assert not _alive(rank_pid), "the orphaned rank kept running after its launcher died"
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # Multi-node, simulated as 2 nodes x 1 process on this host. Opt-in (YOLO_TEST_MULTINODE=1): two more launches.
 @pytest.mark.skipif(os.environ.get("YOLO_TEST_MULTINODE") != "1", reason="set YOLO_TEST_MULTINODE=1 to run")
@@ -309,8 +220,8 @@ def test_two_nodes_on_localhost_node_death_ends_the_other_node(tmp_path):
                     "value_not_found (both processes are local rank 0 of the same host); use real nodes")
     data = _make_dataset(tmp_path / "data")
     dbg, port = tmp_path / "debug", _free_port()
-    env = {**os.environ, "YOLO_BACKEND": BACKEND, "YOLO_QUIET": "1", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
-           "YOLO_DDP_DEBUG_DIR": str(dbg), "YOLO_DDP_WATCHDOG_PORT": str(_free_port())}
+    env = {**os.environ, **_probe_env(dbg), "YOLO_BACKEND": BACKEND, "YOLO_QUIET": "1", "OMP_NUM_THREADS": "1",
+           "YOLO_DDP_WATCHDOG_PORT": str(_free_port())}
     args = ["--data", data, "--cfg", "yolov5n.yaml", "--weights", "", "--img", 64, "--epochs", 3, "--batch-size", 4,
             "--workers", 0, "--device", "cpu", "--project", tmp_path / "runs", "--noplots", "--noval"]
     nodes = []

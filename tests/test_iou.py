@@ -9,8 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from utils.backend import cuda_available, has_fused_bbox_ops, IS_TORCH, torch
-from utils.iou import bbox_iou, ciou_fused_chain, fused_backend_name
+from utils.backend import cuda_available, IS_TORCH, torch
+from utils.backend.oneflow_ciou import ciou_fused_chain
+from utils.iou import bbox_iou, ciou_function, fused_backend_name
 
 EPS = 1e-7
 
@@ -215,8 +216,8 @@ def test_flag_on_cpu_is_the_plain_maths(kind):
 def test_fused_cuda_equals_plain(xywh):
     dev = torch.device("cuda:0")
     assert fused_backend_name(dev) in ("oneflow-fused-kernels", "triton", "torch-compile")
-    if not IS_TORCH:
-        assert has_fused_bbox_ops(dev)
+    if not IS_TORCH:  # OneFlow's fused_get_* kernels are there for CUDA tensors
+        assert fused_backend_name(dev) == "oneflow-fused-kernels"
     b1, b2 = random_and_degenerate_xywh(4096) if xywh else degenerate_xyxy()
 
     def run(fused):
@@ -234,3 +235,33 @@ def test_fused_cuda_equals_plain(xywh):
     np.testing.assert_allclose(fused[1] + fused[2], plain[1] + plain[2], rtol=1e-5, atol=1e-4)
     tie = np.all(b1 == b2, axis=1)
     np.testing.assert_allclose(fused[1][~tie], plain[1][~tie], rtol=1e-5, atol=1e-4)
+
+
+def test_loss_chooses_its_ciou_once(monkeypatch):
+    """--bbox_iou_optim: the backend is asked for the fused CIoU once, when the loss is built; every loss call then
+    runs that function (here a counting stand-in on the CPU) without asking again or reading the environment."""
+    from test_loss import StandInModel
+    from utils import backend
+    from utils.loss import ComputeLoss
+    asked, ran = [], []
+
+    def counted(b1, b2, xywh=True, eps=1e-7):
+        ran.append(len(b1))
+        return ciou_function(b1.device, False)(b1, b2, xywh, eps)  # the plain maths
+
+    def fused_ciou(device):
+        asked.append(device)
+        return "stand-in", counted
+    monkeypatch.setattr(backend, "fused_ciou", fused_ciou)
+    loss = ComputeLoss(StandInModel(), fused_iou=True)
+    assert len(asked) == 1
+    rng = np.random.default_rng(0)
+    p = [torch.tensor(rng.normal(0, 1, (2, 3, s, s, 85)).astype(np.float32)) for s in (8, 4, 2)]
+    t = torch.tensor([[0, 3, 0.4, 0.5, 0.3, 0.2], [1, 7, 0.6, 0.3, 0.1, 0.4]], dtype=torch.float32)
+    monkeypatch.setenv("YOLO_FUSED_CIOU", "plain")  # read when the loss was built, not on each call
+    for _ in range(3):
+        loss(p, t)
+    assert len(asked) == 1 and len(ran) == 3 and all(n > 0 for n in ran)
+    ComputeLoss(StandInModel(), fused_iou=False)
+    assert len(asked) == 1  # flag off: the backend is not asked
+

@@ -49,7 +49,7 @@ def test_eval_output_matches_official(model, ref_a):
 
 def test_train_mode_raw_outputs_match_official(yolov5n_pt, ref_a):
     """Train mode: BatchNorm normalizes with batch statistics (OneFlow's CPU kernel needed the two-pass variance
-    of utils/backend.py to get within 1e-4; its own one-pass variance is off by 1e-2)."""
+    of utils/backend/oneflow_backend.py to get within 1e-4; its own one-pass variance is off by 1e-2)."""
     from models.experimental import attempt_load
     m = attempt_load(yolov5n_pt, fuse=False).train()
     with torch.no_grad():

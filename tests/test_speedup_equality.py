@@ -99,14 +99,15 @@ def test_losses_equal_flags_on_and_off(runs):
 
 def test_losses_equal_with_oneflow_chain_emulated(runs, root, monkeypatch):
     from test_iou import StandIns  # pytest puts tests/ on sys.path (no __init__.py)
-    import utils.iou as iou
-    real_chain, calls = iou.ciou_fused_chain, []
+    from utils import backend
+    from utils.backend.oneflow_ciou import ciou_fused_chain
+    calls = []
 
     def chain_with_standins(b1, b2, xywh=True, eps=1e-7):
         calls.append(len(b1))
-        return real_chain(b1, b2, xywh, eps, ops=StandIns)
-    monkeypatch.setattr(iou, "fused_backend_name", lambda device: "oneflow-fused-kernels")
-    monkeypatch.setattr(iou, "ciou_fused_chain", chain_with_standins)
+        return ciou_fused_chain(b1, b2, xywh, eps, ops=StandIns)
+    # what oneflow_backend.fused_ciou answers on CUDA, with the stand-ins as its ops (the loss asks once, when built)
+    monkeypatch.setattr(backend, "fused_ciou", lambda device: ("oneflow-fused-kernels", chain_with_standins))
     (off, _), _, batches = runs
     emulated, _ = _train(root, True, batches[:3])
     assert len(calls) == 3  # the loss really went through the chain (once per iteration, all levels at once)

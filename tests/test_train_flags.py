@@ -105,16 +105,6 @@ def test_pretrained_transfer(yolov5n_pt, data, tmp_path):
     assert sd["model.24.m.0.weight"].shape[0] == 3 * 7 != ck["model.24.m.0.weight"].shape[0]
 
 
-def test_sync_bn_refused_on_cpu_under_ddp():
-    """--sync-bn: SyncBatchNorm is CUDA only; on CPU under a launcher it is refused before any work starts."""
-    import argparse
-    import train
-    from utils.trainer import TrainingError
-    opt = argparse.Namespace(device="cpu", batch_size=4, sync_bn=True, evolve=None)
-    with pytest.raises(TrainingError, match="sync-bn"):
-        train.select_training_device(opt, world_size=2, local_rank=0)
-
-
 def test_unwritable_run_folder(data, tmp_path):
     import train
     from utils.trainer import TrainingError
@@ -248,17 +238,6 @@ def test_autobatch_fits_a_line_to_the_profiled_memory():
     # a line that falls with the batch size is nonsense: the default
     assert fit_batch_size([5.0, 4.0, 3.0, 2.0, 1.0], 80.0, 1.0, 0.5, batch_size=16)[0] == 16
     assert fit_batch_size([None] * 5, 80.0, 1.0, 0.5, batch_size=8)[0] == 8
-
-
-@pytest.mark.parametrize("batch,world,match", [(-1, 2, "AutoBatch"), (0, 1, "positive number"),
-                                               (-3, 1, "positive number")])
-def test_bad_batch_sizes_refused(batch, world, match):
-    import argparse
-    import train
-    from utils.trainer import TrainingError
-    opt = argparse.Namespace(device="cpu", batch_size=batch, sync_bn=False, evolve=None, image_weights=False)
-    with pytest.raises(TrainingError, match=match):
-        train.select_training_device(opt, world_size=world, local_rank=0)
 
 
 @pytest.mark.slow

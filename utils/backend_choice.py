@@ -1,6 +1,6 @@
 """Which backend to use, decided without importing one: a CUDA GPU means OneFlow, a CPU-only machine PyTorch.
 
-Kept apart from utils/backend.py (which imports the chosen framework at import time) so that the rule can be read,
+Kept apart from utils/backend/ (which imports the chosen framework at import time) so that the rule can be read,
 tested and asked from a shell before any framework is installed:
 
     python3 utils/backend_choice.py      # prints 'oneflow' or 'torch' for this machine (the Makefile's default)

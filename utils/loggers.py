@@ -14,14 +14,12 @@ KEYS = ["train/box_loss", "train/obj_loss", "train/cls_loss",  # train loss
 
 
 def _summary_writer():
-    """A SummaryWriter class from tensorboardX, or from the PyTorch install's tensorboard bridge (which needs the
-    tensorboard package); None when neither works. Imported lazily: TensorBoard is optional."""
-    for name in ("tensorboardX", "torch.utils.tensorboard"):
+    """A SummaryWriter class from the first module that provides one (tensorboardX, or the PyTorch install's
+    tensorboard bridge, which needs the tensorboard package: backend.summary_writer_modules); None when none works.
+    Imported lazily: TensorBoard is optional."""
+    from utils.backend import summary_writer_modules
+    for name in summary_writer_modules:
         try:
-            if name.startswith("torch"):
-                from utils.backend import IS_TORCH
-                if not IS_TORCH:
-                    continue
             return importlib.import_module(name).SummaryWriter
         except Exception:
             continue

@@ -15,7 +15,7 @@ fixed row count gives the same loss with fixed shapes throughout, which is what 
 needs.
 """
 from utils.backend import F, nn, torch
-from utils.iou import bbox_iou
+from utils.iou import ciou_function
 
 __all__ = ["ComputeLoss", "FocalLoss", "smooth_BCE", "pad_targets"]
 
@@ -82,13 +82,14 @@ class ComputeLoss:
 
     def __init__(self, model, autobalance=False, fused_iou=None):
         """model: a DetectionModel (or a DDP/DP wrapper of one) with .hyp set. fused_iou: the --bbox_iou_optim flag
-        (None reads model.bbox_iou_optim if present, else utils.iou's global default)."""
+        (None reads model.bbox_iou_optim if present, else off). The CIoU implementation is chosen here, once."""
         device = next(model.parameters()).device
         m = model.module if hasattr(model, "module") else model  # de-parallel
         h = model.hyp if hasattr(model, "hyp") else m.hyp
         if fused_iou is None:
             fused_iou = getattr(m, "bbox_iou_optim", None)
-        self.fused_iou = fused_iou
+        self.fused_iou = bool(fused_iou)
+        self.ciou = ciou_function(device, self.fused_iou)  # fused kernel or plain maths, for this device
 
         BCEcls = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([float(h["cls_pw"])], device=device))
         BCEobj = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([float(h["obj_pw"])], device=device))
@@ -153,8 +154,7 @@ class ComputeLoss:
         pxy = ps[..., 0:2].sigmoid() * 2 - 0.5  # centre offset in (-0.5, 1.5): neighbour cells can reach the target
         pwh = (ps[..., 2:4].sigmoid() * 2) ** 2 * cand["anchors"]  # size in (0, 4) anchors: matches anchor_t = 4
         pbox = torch.cat((pxy, pwh), -1)
-        iou = bbox_iou(pbox.reshape(-1, 4), cand["tbox"].reshape(-1, 4), CIoU=True,
-                       fused=self.fused_iou).view(valid.shape)
+        iou = self.ciou(pbox.reshape(-1, 4), cand["tbox"].reshape(-1, 4)).view(valid.shape)
         lbox = ((1.0 - iou).masked_fill(invalid, 0.0).sum((1, 2, 3)) / count).sum().view(1)
 
         # objectness target: the box quality at each matched cell (invalid candidates write to the spare last

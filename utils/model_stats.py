@@ -53,7 +53,7 @@ def _counted_ops(model, ch, h, w, p):
         total[0] += next(f for c, f in counters.items() if isinstance(mod, c))(mod, inputs, output)
 
     for m in model.modules():
-        if isinstance(m, tuple(counters)):  # isinstance: OneFlow's BatchNorm2d is a subclass (utils/backend.py)
+        if isinstance(m, tuple(counters)):  # isinstance: OneFlow's BatchNorm2d is a subclass (utils/backend/)
             handle = m.register_forward_hook(hook)
             hooks.append((m, handle))
     was_training = model.training

@@ -1,7 +1,7 @@
 """Ctrl-C (SIGINT) and SIGTERM for the entry scripts: record the request, stop at the next safe point, say in one
 line what is on disk, exit 130 / 143.
 
-Why not the default KeyboardInterrupt (which, under OneFlow, only exists since utils/backend.py takes SIGINT back
+Why not the default KeyboardInterrupt (which, under OneFlow, only exists since utils/backend/ takes SIGINT back
 from OneFlow's own C handler): it is raised wherever the main thread happens to be, so it can be swallowed (an
 exception raised inside a __del__ or a callback is only printed), it can land between a results.csv row and its
 checkpoint, and SIGTERM has no such exception at all: the default kills the process without a word. Here the

@@ -1,9 +1,9 @@
 """Model and training helpers that users import from utils.torch_utils as in ultralytics: ModelEMA, smart_optimizer,
 de_parallel, intersect_dicts, EarlyStopping, model_info, select_device (re-exported from utils.backend).
 
-Framework calls go through utils.backend; nothing here branches on the backend except through its capability flags.
+Framework calls go through utils.backend (the multi-tensor EMA update and optimizer arguments are its function set);
+nothing here branches on the backend.
 """
-import contextlib
 import math
 import time
 from copy import deepcopy
@@ -32,16 +32,6 @@ def is_parallel(model):
 def de_parallel(model):
     """The bare model inside a DP/DDP wrapper (state dicts and attributes live there)."""
     return model.module if is_parallel(model) else model
-
-
-@contextlib.contextmanager
-def torch_distributed_zero_first(local_rank):
-    """Rank 0 (or the single process) runs the body first; the other ranks wait, then run it (e.g. label caching)."""
-    if local_rank not in (-1, 0):
-        backend.barrier()
-    yield
-    if local_rank == 0:
-        backend.barrier()
 
 
 def intersect_dicts(da, db, exclude=()):
@@ -92,20 +82,6 @@ def param_groups_by_name(model):
     return decay, norm, bias
 
 
-def _fused_kwargs(name, fused, device):
-    """Extra constructor arguments for the fused/foreach optimizer step (utils.multi_tensor decides which)."""
-    if not fused:
-        return {}
-    try:
-        from utils.multi_tensor import optimizer_kwargs
-    except ImportError:
-        return {}
-    import inspect
-    params = inspect.signature(optimizer_kwargs).parameters
-    kw = {k: v for k, v in (("name", name), ("fused", fused), ("device", device)) if k in params}
-    return optimizer_kwargs(**kw) or {}
-
-
 def smart_optimizer(model, name="Adam", lr=0.001, momentum=0.9, decay=1e-5, fused=False):
     """SGD/Adam/AdamW with the official three parameter groups, in the official order (lr0, lr1, lr2 in results.csv):
     group 0 biases (no decay; the warmup_bias_lr group), group 1 weights with decay, group 2 norm weights (no decay).
@@ -115,7 +91,7 @@ def smart_optimizer(model, name="Adam", lr=0.001, momentum=0.9, decay=1e-5, fuse
     groups = [{"params": biases, "weight_decay": 0.0},
               {"params": decay_w, "weight_decay": decay},
               {"params": norm_w, "weight_decay": 0.0}]
-    kw = _fused_kwargs(name, fused, device)
+    kw = backend.optimizer_kwargs(name, fused, device)  # fused/foreach step where the framework has one
     if name == "Adam":
         opt = torch.optim.Adam(groups, lr=lr, betas=(momentum, 0.999), **kw)
     elif name == "AdamW":
@@ -131,20 +107,6 @@ def smart_optimizer(model, name="Adam", lr=0.001, momentum=0.9, decay=1e-5, fuse
 
 # ----------------------------------------------------------------------------------------------------------------
 # EMA
-def _ema_update(ema_tensors, model_tensors, d, fused):
-    """ema = d * ema + (1 - d) * model over every floating tensor; the fused path lives in utils.multi_tensor."""
-    if fused:
-        try:
-            from utils.multi_tensor import ema_update_
-        except ImportError:
-            ema_update_ = None
-        if ema_update_ is not None:
-            ema_update_(ema_tensors, model_tensors, d, fused)
-            return
-    for e, m in zip(ema_tensors, model_tensors):
-        e.mul_(d).add_(m.detach(), alpha=1 - d)
-
-
 class ModelEMA:
     """Exponential moving average of the model's state dict (weights and BN buffers), with the official ramp:
     d = decay * (1 - exp(-updates / tau)), so early updates follow the model closely."""
@@ -166,7 +128,7 @@ class ModelEMA:
         msd = de_parallel(model).state_dict()
         with backend.no_grad():
             pairs = [(v, msd[k]) for k, v in self.ema.state_dict().items() if v.dtype.is_floating_point]
-            _ema_update([e for e, _ in pairs], [m for _, m in pairs], d, self.fused)
+            backend.ema_update_([e for e, _ in pairs], [m for _, m in pairs], d, self.fused)  # multi-tensor if fused
 
     def update_attr(self, model, include=(), exclude=("process_group", "reducer")):
         """Copy plain attributes (nc, hyp, names, stride...) from the model to the EMA."""
@@ -208,7 +170,5 @@ def set_seed(seed=0, deterministic=False):
     random.seed(seed)
     np.random.seed(seed)
     backend.manual_seed(seed)
-    if deterministic and backend.IS_TORCH:
-        with contextlib.suppress(Exception):
-            torch.use_deterministic_algorithms(True, warn_only=True)
-            torch.backends.cudnn.deterministic = True
+    if deterministic:
+        backend.set_deterministic()

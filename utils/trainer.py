@@ -21,15 +21,16 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from utils import backend, dist, signals
+from utils import backend, signals
 from utils.backend import F
+from utils.distributed import DistContext
+from utils.distributed.collectives import broadcast_flag, main_process_first
 from utils.errors import UserError
 from utils.general import LOGGER, ROOT, check_img_size, colorstr, find_repo_file
 from utils.loggers import Loggers
 from utils.loss_readback import LossReadback
 from utils.metrics import fitness
-from utils.torch_utils import (EarlyStopping, ModelEMA, de_parallel, intersect_dicts, set_seed, smart_optimizer,
-                               torch_distributed_zero_first)
+from utils.torch_utils import EarlyStopping, ModelEMA, de_parallel, intersect_dicts, set_seed, smart_optimizer
 
 NBS = 64  # nominal batch size: gradients are accumulated up to it, weight decay is scaled to it
 
@@ -44,18 +45,6 @@ class NonFiniteLossError(TrainingError):
                          "training stopped, last.pt is left as it was after the previous epoch. Lower --hyp lr0, "
                          "check the labels, or resume from last.pt.")
         self.epoch, self.iteration = epoch, iteration
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Distributed context: rank and world size come from utils.dist (thin wrappers over utils.backend)
-def dist_context():
-    """(rank, world_size, local_rank); (-1, 1, -1) in a single process, the ultralytics convention. TRAP: importing
-    OneFlow 0.9.0 sets RANK=-1 and LOCAL_RANK=0 in the environment even without a launcher, so the environment
-    alone would make a single process look like local rank 0 of a job with a negative global rank."""
-    world_size = dist.world_size()
-    if world_size <= 1:
-        return -1, 1, -1
-    return dist.rank(), world_size, dist.local_rank()
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -123,12 +112,14 @@ def strip_optimizer(f="best.pt", s=""):
 
 # ----------------------------------------------------------------------------------------------------------------
 class Trainer:
-    """Holds the training state; fit() runs it. Only rank 0 (or the single process) validates, logs and saves."""
+    """Holds the training state; fit() runs it. Only rank 0 (or the single process) validates, logs and saves.
+    dist: the job's DistContext (train.py reads it once); a single process by default."""
 
-    def __init__(self, hyp, opt, device):
+    def __init__(self, hyp, opt, device, dist=None):
         self.opt, self.device = opt, device
-        self.rank, self.world_size, self.local_rank = dist_context()
-        self.main = self.rank in (-1, 0)
+        self.dist = dist or DistContext()
+        self.world_size = self.dist.world_size
+        self.main = self.dist.is_main
         self.hyp = self._load_hyp(hyp)
         self.opt_hyp = dict(self.hyp)  # as loaded: what opt.yaml and checkpoints record (official resume reads it)
         self.epochs = opt.epochs
@@ -175,7 +166,7 @@ class Trainer:
     def setup_data(self):
         from utils.dataset_config import check_dataset
         opt = self.opt
-        with torch_distributed_zero_first(self.local_rank):
+        with main_process_first(self.dist):
             self.data = check_dataset(opt.data)
         self.nc = 1 if opt.single_cls else int(self.data["nc"])
         names = self.data["names"]
@@ -288,10 +279,10 @@ class Trainer:
             raise TrainingError(f"--batch-size {self.batch_size} must be a multiple of the world size "
                                 f"{self.world_size}: it is the total over all processes.")
         bs = self.batch_size // self.world_size
-        with torch_distributed_zero_first(self.local_rank):  # DDP: local rank 0 scans labels and writes the
-            self.train_loader, self.dataset = create_dataloader(  # .cache first; the others then read it
+        with main_process_first(self.dist):  # DDP: local rank 0 scans labels and writes the .cache first; the
+            self.train_loader, self.dataset = create_dataloader(  # others then read it
                 self.data["train"], self.imgsz, bs, self.gs, opt.single_cls, hyp=hyp, augment=True,
-                cache=None if opt.cache == "val" else opt.cache, rect=opt.rect, rank=self.local_rank,
+                cache=None if opt.cache == "val" else opt.cache, rect=opt.rect, dist=self.dist,
                 workers=opt.workers, image_weights=opt.image_weights, quad=opt.quad, prefix=colorstr("train: "),
                 shuffle=True, seed=opt.seed, nc=self.nc)  # nc: a class id >= nc stops naming the file and line
         labels = np.concatenate([np.asarray(l).reshape(-1, 5) for l in self.dataset.labels], 0)
@@ -326,18 +317,16 @@ class Trainer:
         self.compute_loss = ComputeLoss(m, fused_iou=self.opt.bbox_iou_optim)
 
     def wrap_ddp(self):
-        """SyncBatchNorm (CUDA only) and DistributedDataParallel when launched with several processes (utils/ddp.py;
-        --sync-bn on CPU was refused in train.py before any work)."""
-        from utils import ddp
-        try:
-            self.model = ddp.wrap_model(self.model, self.device, self.local_rank, sync_bn=self.opt.sync_bn)
-        except ddp.DDPError as e:
-            raise TrainingError(str(e)) from e
-        ddp.attach_debug(self.model, self.train_loader)  # YOLO_DDP_DEBUG_DIR only (the DDP tests); no-op otherwise
+        """SyncBatchNorm (CUDA only) and DistributedDataParallel when launched with several processes
+        (utils/distributed/ddp.py; --sync-bn on CPU was refused in train.py before any work), then the outside
+        observer YOLO_DDP_PROBE names, if any (utils/distributed/probe.py)."""
+        from utils.distributed import ddp, probe
+        self.model = ddp.wrap_model(self.model, self.dist, self.device, sync_bn=self.opt.sync_bn)
+        probe.attach(self.model, self.train_loader, self.dist)
 
     def setup(self):
         opt = self.opt
-        set_seed(opt.seed + 1 + max(self.rank, 0), deterministic=True)
+        set_seed(opt.seed + 1 + self.dist.rank, deterministic=True)
         self.setup_run_dir()
         self.setup_data()
         self.setup_model()
@@ -381,9 +370,8 @@ class Trainer:
         return imgs
 
     def optimizer_step(self):
-        from utils.multi_tensor import clip_grad_norm_
         self.scaler.unscale_(self.optimizer)
-        clip_grad_norm_(self.model.parameters(), 10.0, fused=getattr(self.opt, "multi_tensor_optimizer", False))
+        backend.clip_grad_norm_(self.model.parameters(), 10.0, fused=getattr(self.opt, "multi_tensor_optimizer", False))
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad()
@@ -531,7 +519,7 @@ class Trainer:
             lr = [float(g["lr"]) for g in self.optimizer.param_groups]
             self.set_epoch_lr(epoch + 1)
             stop = self.end_epoch(epoch, mloss, lr) if self.main else False
-            if dist.broadcast_flag(stop, self.device):  # every rank follows rank 0's early-stop decision
+            if broadcast_flag(self.dist, stop, self.device):  # every rank follows rank 0's early-stop decision
                 break
         if self.main:
             LOGGER.info(f"\n{epoch - self.start_epoch + 1} epochs completed in {(time.time() - t0) / 3600:.3f} hours.")
@@ -557,6 +545,7 @@ class Trainer:
         LOGGER.info(f"Results saved to {colorstr('bold', self.save_dir)}")
 
 
-def train(hyp, opt, device):
-    """Train once; returns the final (P, R, mAP50, mAP50-95, val box, obj, cls)."""
-    return Trainer(hyp, opt, device).fit()
+def train(hyp, opt, device, dist=None):
+    """Train once (dist: the job's DistContext, a single process by default); returns the final
+    (P, R, mAP50, mAP50-95, val box, obj, cls)."""
+    return Trainer(hyp, opt, device, dist).fit()

@@ -1,48 +1,60 @@
-"""Optimizer state across backends: PyTorch's layout (what official checkpoints hold) and OneFlow 0.9's."""
+"""Optimizer state across backends: PyTorch's layout (what official checkpoints hold) and OneFlow 0.9's.
+
+PyTorch: state {i: {'momentum_buffer'|'exp_avg','exp_avg_sq','step'}}, groups with flat hyperparameters.
+OneFlow 0.9: state {'step': n, i: {'momentum_buf'|'exp_avg','exp_avg_sq'}}, groups {'_options': {...},
+'_enable_clip_grad': False, 'params': [...]}. Each translation keeps unknown keys and returns a state already in its
+target layout unchanged; which layout this process needs is the backend's answer (backend.optimizer_state_to_native).
+"""
 import numpy as np
 
 
-def _backend():
-    from utils import backend
-    return backend
-
-
 def optimizer_state_for_backend(state_dict, backend=None):
-    """Translate an SGD/Adam/AdamW state dict saved under one backend into the layout of the other.
+    """Translate an SGD/Adam/AdamW state dict into the layout of ``backend`` ('torch' or 'oneflow'; None: the
+    framework this process runs)."""
+    if backend is None:
+        from utils import backend as bk
+        return bk.optimizer_state_to_native(state_dict)
+    return {"torch": to_torch_layout, "oneflow": to_oneflow_layout}[backend](state_dict)
 
-    PyTorch: state {i: {'momentum_buffer'|'exp_avg','exp_avg_sq','step'}}, groups with flat hyperparameters.
-    OneFlow 0.9: state {'step': n, i: {'momentum_buf'|'exp_avg','exp_avg_sq'}}, groups {'_options': {...},
-    '_enable_clip_grad': False, 'params': [...]}. Unknown keys are kept; a state already in the target layout
-    is returned unchanged."""
-    bk = _backend()
-    backend = backend or bk.BACKEND
-    state, groups = state_dict.get("state", {}), state_dict.get("param_groups", [])
-    from_oneflow = any("_options" in g for g in groups)
-    if (backend == "oneflow") == from_oneflow:
+
+def _is_oneflow_layout(state_dict):
+    return any("_options" in g for g in state_dict.get("param_groups", []))
+
+
+def to_oneflow_layout(state_dict):
+    """PyTorch's layout -> OneFlow's (a OneFlow state is returned as is)."""
+    if _is_oneflow_layout(state_dict):
         return state_dict
-    if backend == "oneflow":  # torch -> oneflow
-        new_state, step = {}, None
-        for i, s in state.items():
-            s = dict(s)
-            if "step" in s:
-                st = s.pop("step")
-                step = int(float(st.item() if hasattr(st, "item") else st))
-            if "momentum_buffer" in s:
-                s["momentum_buf"] = s.pop("momentum_buffer")
-            new_state[i] = s
-        new_state["step"] = step or 0  # OneFlow's step() increments it; torch's SGD keeps no count (not used by SGD)
-        new_groups = []
-        for g in groups:
-            opts = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in g.items() if k != "params" and
-                    k not in ("foreach", "differentiable", "capturable", "fused", "decoupled_weight_decay")}
-            opts["fused"] = False
-            if "betas" in opts and step:  # OneFlow keeps Adam's bias corrections in the group
-                b1, b2 = opts["betas"]
-                opts.update(bias_correction1=1 - b1 ** step, bias_correction2=1 - b2 ** step,
-                            do_bias_correction=True)
-            new_groups.append({"_options": opts, "_enable_clip_grad": False, "params": list(g["params"])})
-        return {"state": new_state, "param_groups": new_groups}
-    # oneflow -> torch
+    state, groups = state_dict.get("state", {}), state_dict.get("param_groups", [])
+    new_state, step = {}, None
+    for i, s in state.items():
+        s = dict(s)
+        if "step" in s:
+            st = s.pop("step")
+            step = int(float(st.item() if hasattr(st, "item") else st))
+        if "momentum_buffer" in s:
+            s["momentum_buf"] = s.pop("momentum_buffer")
+        new_state[i] = s
+    new_state["step"] = step or 0  # OneFlow's step() increments it; torch's SGD keeps no count (not used by SGD)
+    new_groups = []
+    for g in groups:
+        opts = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in g.items() if k != "params" and
+                k not in ("foreach", "differentiable", "capturable", "fused", "decoupled_weight_decay")}
+        opts["fused"] = False
+        if "betas" in opts and step:  # OneFlow keeps Adam's bias corrections in the group
+            b1, b2 = opts["betas"]
+            opts.update(bias_correction1=1 - b1 ** step, bias_correction2=1 - b2 ** step,
+                        do_bias_correction=True)
+        new_groups.append({"_options": opts, "_enable_clip_grad": False, "params": list(g["params"])})
+    return {"state": new_state, "param_groups": new_groups}
+
+
+def to_torch_layout(state_dict):
+    """OneFlow's layout -> PyTorch's (a PyTorch state is returned as is). Adam's step counter becomes a tensor of
+    the framework this process runs, as torch keeps it."""
+    if not _is_oneflow_layout(state_dict):
+        return state_dict
+    state, groups = state_dict.get("state", {}), state_dict.get("param_groups", [])
     step = state.get("step")
     new_state = {}
     for i, s in state.items():
@@ -52,7 +64,8 @@ def optimizer_state_for_backend(state_dict, backend=None):
         if "momentum_buf" in s:
             s["momentum_buffer"] = s.pop("momentum_buf")
         if "exp_avg" in s and step is not None:
-            s["step"] = bk.torch.tensor(float(step))
+            from utils.backend import torch
+            s["step"] = torch.tensor(float(step))
         new_state[i] = s
     new_groups = []
     for g in groups:

@@ -27,14 +27,12 @@ def _backend():
 
 
 def from_numpy(a, bk=None):
-    """utils.backend.from_numpy, keeping 0-d arrays 0-d (np.ascontiguousarray under numpy 1.x makes them 1-d,
-    which breaks loading BatchNorm's num_batches_tracked). Dtypes a framework lacks (OneFlow: int16) are widened."""
+    """utils.backend.from_numpy (which widens the integer dtypes a framework lacks, e.g. OneFlow's int16), keeping
+    0-d arrays 0-d (np.ascontiguousarray under numpy 1.x makes them 1-d, which breaks loading BatchNorm's
+    num_batches_tracked)."""
     bk = bk or _backend()
     a = np.asarray(a)
-    try:
-        t = bk.from_numpy(a)
-    except Exception:
-        t = bk.from_numpy(a.astype(np.int32 if a.dtype.kind in "iu" and a.itemsize < 4 else np.int64))
+    t = bk.from_numpy(a)
     return t.reshape(a.shape) if tuple(t.shape) != a.shape else t
 
 

@@ -3,25 +3,28 @@ import os
 
 import cv2
 
-from utils.backend import get_rank, get_world_size, torch
+from utils.backend import torch
 from utils.data.collate import collate_fn, collate_quad
 from utils.data.dataset import LoadImagesAndLabels
 from utils.data.files import WARN
 from utils.data.sampler import SeedWorker, YoloSampler
+from utils.distributed import DistContext
 from utils.general import LOGGER
 
 
 def create_dataloader(path, imgsz, batch_size, stride, single_cls=False, hyp=None, augment=False, cache=None, pad=0.0,
                       rect=False, rank=-1, workers=8, image_weights=False, quad=False, prefix="", shuffle=False, seed=0,
-                      nc=None, min_items=0):
+                      nc=None, min_items=0, dist=None):
     """Build (loader, dataset). Batches: (imgs uint8 (B,3,H,W) RGB, targets (n,6), paths, shapes).
-    rank/world size for the sampler come from utils.backend when rank != -1. With nc, a label class >= nc stops
-    here with the label file and line."""
+    dist: the job's DistContext (this rank's share of the data). Without it, ultralytics' convention: rank -1 is a
+    single process, any other rank a process of the launcher's job. With nc, a label class >= nc stops here with
+    the label file and line."""
+    if dist is None:
+        dist = DistContext() if rank == -1 else DistContext.from_env()
     if rect and shuffle:
         LOGGER.warning(f"{prefix}{WARN} --rect is incompatible with DataLoader shuffle, setting shuffle=False")
         shuffle = False
-    world = get_world_size() if rank != -1 else 1
-    r = get_rank() if rank != -1 else 0
+    world, r = dist.world_size, dist.rank
     dataset = LoadImagesAndLabels(path, imgsz, batch_size, augment=augment, hyp=hyp, rect=rect,
                                   image_weights=image_weights, cache_images=cache, single_cls=single_cls,
                                   stride=int(stride), pad=pad, min_items=min_items, prefix=prefix,

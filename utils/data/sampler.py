@@ -4,7 +4,7 @@ import random
 
 import numpy as np
 
-from utils.backend import get_rank, get_world_size, torch
+from utils.backend import torch
 
 
 def rank_share(n, world_size, rank, seed=0, batch_size=None):
@@ -27,12 +27,11 @@ class YoloSampler(torch.utils.data.Sampler):
     order depends on (seed, epoch) only; set_epoch(e) sets the epoch, and without it the epoch advances on
     every pass."""
 
-    def __init__(self, dataset, shuffle=True, seed=0, rank=None, world_size=None, batch_size=None):
+    def __init__(self, dataset, shuffle=True, seed=0, rank=0, world_size=1, batch_size=None):
         self.dataset = dataset
         self.shuffle = shuffle
         self.seed = int(seed)
-        self.rank = get_rank() if rank is None else rank
-        self.world_size = get_world_size() if world_size is None else world_size
+        self.rank, self.world_size = int(rank), int(world_size)
         self.epoch = 0
         self._epoch_set = False
         n = len(dataset)

@@ -11,8 +11,9 @@ at all and oneflow.distributed.launch only watches its own node. The watchdog ad
   3. no progress: nothing called beat() for `stall_timeout_s` (a rank stuck, not dead).
 A rank that finishes normally calls finish(): it says goodbye, so its peers do not take its exit for a death.
 
-This module imports no framework (the tests run it in plain Python processes). Environment: RANK, WORLD_SIZE,
-MASTER_ADDR, MASTER_PORT (set by both launchers); YOLO_DDP_WATCHDOG_PORT (default MASTER_PORT + 1).
+This module imports no framework (the tests run it in plain Python processes: python -m utils.distributed.watchdog).
+The rank comes from the job's DistContext; where rank 0 listens from the launchers' MASTER_ADDR and
+YOLO_DDP_WATCHDOG_PORT (default MASTER_PORT + 1).
 """
 import os
 import select
@@ -20,6 +21,8 @@ import socket
 import sys
 import threading
 import time
+
+from utils.distributed.context import DistContext
 
 EXIT_CODE = 3
 MAGIC = b"YOLOv5-DDP-watchdog-1\n"
@@ -240,13 +243,12 @@ def _close(sock):
 _WATCHDOG = None
 
 
-def start(stall_timeout_s=10800.0, peer_timeout_s=60.0, connect_timeout_s=300.0):
+def start(ctx, stall_timeout_s=10800.0, peer_timeout_s=60.0, connect_timeout_s=300.0):
     """Start this rank's watchdog once (no-op in a single process); returns it or None."""
     global _WATCHDOG
-    world = _env_int("WORLD_SIZE", 1)
-    if world <= 1 or _WATCHDOG is not None:
+    if not ctx.distributed or _WATCHDOG is not None:
         return _WATCHDOG
-    _WATCHDOG = Watchdog(_env_int("RANK", 0), world, os.environ.get("MASTER_ADDR", "127.0.0.1"), watchdog_port(),
+    _WATCHDOG = Watchdog(ctx.rank, ctx.world_size, os.environ.get("MASTER_ADDR", "127.0.0.1"), watchdog_port(),
                          stall_timeout_s=stall_timeout_s, peer_timeout_s=peer_timeout_s,
                          connect_timeout_s=connect_timeout_s)
     _WATCHDOG.start()
@@ -265,8 +267,8 @@ def finish():
         _WATCHDOG = None
 
 
-if __name__ == "__main__":  # used by tests/test_ddp.py: a rank that only runs the watchdog, beating until killed
-    start(stall_timeout_s=float(os.environ.get("YOLO_DDP_TIMEOUT", "10800")),
+if __name__ == "__main__":  # the watchdog tests' stand-in rank: it only runs the watchdog, beating until killed
+    start(DistContext.from_env(), stall_timeout_s=float(os.environ.get("YOLO_DDP_TIMEOUT", "10800")),
           peer_timeout_s=float(os.environ.get("YOLO_DDP_PEER_TIMEOUT", "60")))
     print(f"ready {os.getpid()}", flush=True)
     end = time.monotonic() + float(sys.argv[1]) if len(sys.argv) > 1 else float("inf")

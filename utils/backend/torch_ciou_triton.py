@@ -1,6 +1,7 @@
 """Fused CIoU for PyTorch on CUDA: one Triton kernel forward, one backward, with its own autograd.Function.
 
-Imported only by utils/iou.py's guarded loader (this module imports triton at the top; triton is optional).
+Part of the PyTorch backend, imported only by torch_ciou.load_triton_ciou (this module imports triton at the top;
+triton is optional).
 The backward is the hand derivative of the plain ultralytics formula with autograd's conventions, so the gradients
 equal the unfused ones: alpha is a constant, min/max split the gradient in half on ties, clamp(0) passes it at 0,
 xyxy heights are clamped to eps. atan is computed with Cephes' single-precision reduction and polynomial (error
@@ -8,10 +9,9 @@ xyxy heights are clamped to eps. atan is computed with Cephes' single-precision 
 """
 import math
 
+import torch
 import triton
 import triton.language as tl
-
-from utils.backend import torch
 
 _K = 4.0 / math.pi ** 2
 BLOCK = 512

@@ -1,6 +1,7 @@
-"""The PyTorch fused CIoU (torch.compile, dynamic shapes) equals the plain maths, values and gradients.
+"""utils/backend/torch_ciou.py: the PyTorch fused CIoU through torch.compile (dynamic shapes) equals the plain maths,
+values and gradients.
 
-bbox_iou routes only CUDA tensors to it, but inductor also compiles for the CPU, so the maths of the compiled
+The fused path routes only CUDA tensors to it, but inductor also compiles for the CPU, so the maths of the compiled
 path is checked here on any machine (about 30 s of compilation on 2 CPU cores; PyTorch only)."""
 import numpy as np
 import pytest
@@ -11,7 +12,9 @@ pytestmark = pytest.mark.skipif(not IS_TORCH or not hasattr(torch, "compile"), r
 
 
 def test_compiled_ciou_equals_plain_for_varying_n():
-    from utils.iou import bbox_iou, ciou_compiled
+    from utils.backend import compiled_ciou
+    from utils.iou import bbox_iou
+    ciou_compiled = compiled_ciou()
     from test_iou import random_and_degenerate_xywh  # pytest puts tests/ on sys.path (no __init__.py)
     try:
         import torch._dynamo as dynamo

@@ -1,4 +1,5 @@
-"""The hand-written Triton CIoU (PyTorch + CUDA fused path) equals the plain maths, values and gradients.
+"""utils/backend/torch_ciou_triton.py: the hand-written Triton CIoU (PyTorch + CUDA fused path) equals the plain
+maths, values and gradients.
 
 Runs on a CUDA GPU with Triton, or on the CPU through Triton's interpreter (TRITON_INTERPRET=1, which conftest.py
 sets on a machine without an NVIDIA GPU; requirements.txt installs triton in the PyTorch environment); skips
@@ -28,7 +29,7 @@ def _run(fn, b1, b2, dev):
 @pytest.mark.parametrize("xywh", [True, False])
 def test_triton_ciou_equals_plain(xywh):
     from test_iou import degenerate_xyxy, random_and_degenerate_xywh  # tests/ is on sys.path under pytest
-    from utils.ciou_triton import ciou_triton
+    from utils.backend.torch_ciou_triton import ciou_triton
     from utils.iou import bbox_iou
     dev = torch.device("cuda") if cuda_available() else torch.device("cpu")
     b1, b2 = random_and_degenerate_xywh(1000) if xywh else degenerate_xyxy()
@@ -39,7 +40,7 @@ def test_triton_ciou_equals_plain(xywh):
 
 
 def test_triton_ciou_empty_and_half_inputs():
-    from utils.ciou_triton import ciou_triton
+    from utils.backend.torch_ciou_triton import ciou_triton
     dev = torch.device("cuda") if cuda_available() else torch.device("cpu")
     e = torch.zeros((0, 4), device=dev, requires_grad=True)
     out = ciou_triton(e, e.detach())
@@ -57,18 +58,17 @@ def test_triton_ciou_empty_and_half_inputs():
 def test_loss_parity_through_the_triton_kernel(monkeypatch):
     """ComputeLoss(fused_iou=True) routed to the Triton kernel still gives the official ref_A loss."""
     from pathlib import Path
-    import utils.iou as iou
     from test_loss import HYP, StandInModel
+    from utils import backend
+    from utils.backend.torch_ciou_triton import ciou_triton
     from utils.loss import ComputeLoss
     path = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "ref_A.npz"
     if not path.exists():
         pytest.skip(f"{path} missing")
     ref = np.load(path)
     dev = torch.device("cuda") if cuda_available() else torch.device("cpu")
-    monkeypatch.setattr(iou, "fused_backend_name", lambda device: "triton")
-    calls = []
-    real = iou._load_triton_ciou()
-    monkeypatch.setattr(iou, "_load_triton_ciou", lambda: (lambda *a: calls.append(1) or real(*a)))
+    calls = []  # the CUDA choice, made on this device: the loss picks its CIoU once, when it is built
+    monkeypatch.setattr(backend, "fused_ciou", lambda device: ("triton", lambda *a: calls.append(1) or ciou_triton(*a)))
     model = StandInModel(hyp=HYP).to(dev)
     p = [torch.tensor(ref[f"train_outputs_p{i}"], device=dev, requires_grad=True) for i in (3, 4, 5)]
     loss, items = ComputeLoss(model, fused_iou=True)(p, torch.tensor(ref["targets_img_cls_xywhn"], device=dev))

@@ -1,0 +1,294 @@
+"""The function set (utils/backend/api.py) on OneFlow 0.9.0. Imported by utils/backend/__init__.py when OneFlow is the
+chosen backend; importing it imports oneflow (a BackendError says what to install when that fails).
+
+OneFlow 0.9.0's gaps that shape this module: the fused CIoU and multi_tensor_* kernels exist only for CUDA; flow.nms
+has no CPU kernel; there is no eager GradScaler (training is fp32); collectives are flow.comm.* and the runtime sets
+up its communicator from the launcher's environment by itself; from_numpy refuses int16/uint16/uint32/uint64.
+"""
+import contextlib
+import ctypes
+import glob
+import os
+import signal
+import sys
+import threading
+from functools import partial
+
+from utils.backend.common import (accepts, check_ema_pairs, contiguous_array, ema_loop_, fused_ciou_request, group_get,
+                                  installed, is_cuda, _NoScaler)
+from utils.backend_choice import BackendError
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Import
+def _site_packages_dirs():
+    import site
+    dirs = list(getattr(site, "getsitepackages", lambda: [])())
+    user = getattr(site, "getusersitepackages", lambda: None)()
+    if user:
+        dirs.append(user)
+    dirs += [p for p in sys.path if p.endswith("site-packages")]
+    return list(dict.fromkeys(dirs))
+
+
+def _preload_cuda_libs():
+    """OneFlow 0.9.0 links against cuDNN 8 / cuBLAS 11 but does not find the pip-installed copies by itself.
+    Loading them with RTLD_GLOBAL before ``import oneflow`` means users need no LD_LIBRARY_PATH."""
+    missing = []
+    for pkg, pattern in (("cublas", "libcublasLt.so.11*"), ("cublas", "libcublas.so.11*"), ("cudnn", "libcudnn.so.8*")):
+        found = []
+        for sp in _site_packages_dirs():
+            found += glob.glob(os.path.join(sp, "nvidia", pkg, "lib", pattern))
+        if not found:
+            missing.append(pattern)
+            continue
+        try:
+            ctypes.CDLL(sorted(found)[0], mode=ctypes.RTLD_GLOBAL)
+        except OSError as e:  # a broken wheel: say so, OneFlow's own error would be obscure
+            missing.append(f"{pattern} ({e})")
+    return missing
+
+
+def _dist_version():
+    try:
+        from importlib.metadata import version
+        return version("oneflow")
+    except Exception:
+        return None
+
+
+def _import_oneflow():
+    if not installed("oneflow"):
+        raise BackendError("OneFlow is not installed. Install it on Python 3.7-3.10 with "
+                           "'pip install oneflow==0.9.0 nvidia-cudnn-cu11==8.5.0.96 nvidia-cublas-cu11==11.10.3.66 "
+                           "\"numpy<2\"' (or run 'make setup'), or set YOLO_BACKEND=torch.")
+    dist_version = _dist_version()
+    if dist_version and not dist_version.startswith("0.9"):
+        raise BackendError(f"oneflow=={dist_version} is installed, but this project needs oneflow==0.9.0. On Python "
+                           f"{sys.version_info.major}.{sys.version_info.minor} pip only offers the 0.7.0 placeholder "
+                           "package; use Python 3.10 ('make setup' builds .venv-oneflow) or set YOLO_BACKEND=torch.")
+    missing = _preload_cuda_libs()
+    python_sigint = signal.getsignal(signal.SIGINT)
+    try:
+        import oneflow
+    except Exception as e:
+        hint = (f" Missing CUDA libraries: {', '.join(missing)}: 'pip install nvidia-cudnn-cu11==8.5.0.96 "
+                "nvidia-cublas-cu11==11.10.3.66'." if missing else "")
+        raise BackendError(f"'import oneflow' failed: {type(e).__name__}: {e}.{hint}") from e
+    # TRAP: `import oneflow` (0.9.0) replaces the process's SIGINT handler with its own C one (in liboneflow), which
+    # Python's signal.getsignal does not show: Ctrl-C then never reaches Python and ends the process with exit 255,
+    # a segfault or a hang. Putting Python's handler back restores KeyboardInterrupt (and utils/signals.py's).
+    if python_sigint is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, python_sigint)
+    return oneflow
+
+
+torch = flow = _import_oneflow()
+summary_writer_modules = ("tensorboardX",)  # torch.utils.tensorboard would import PyTorch
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Tensors, devices
+_WIDER_INTS = {"int16": "int32", "uint16": "int32", "uint32": "int64", "uint64": "int64"}
+
+
+def from_numpy(a):
+    """Integer dtypes OneFlow lacks are widened (values unchanged), so checkpoint buffers of any width load."""
+    a = contiguous_array(a)
+    wider = _WIDER_INTS.get(a.dtype.name)
+    return flow.from_numpy(a.astype(wider) if wider else a)
+
+
+def to_device(t, dev):
+    return t.to(dev)
+
+
+def wait_for_work(dev=None):
+    """OneFlow runs eager ops asynchronously even on the CPU: without this the time lands in whatever first reads
+    a result."""
+    if hasattr(flow, "_oneflow_internal"):
+        flow._oneflow_internal.eager.Sync()
+    if dev is not None and is_cuda(dev) and flow.cuda.is_available():
+        flow.cuda.synchronize()
+
+
+def require_pytorch(purpose):
+    """A one-line UserError naming the PyTorch environment: checkpoints are the same files under both backends, so
+    the user only has to run the same command there."""
+    from utils.errors import NeedsPyTorchError
+    raise NeedsPyTorchError(f"{purpose} needs the PyTorch environment, and this runs under OneFlow: run the same "
+                            "command with YOLO_BACKEND=torch .venv-torch/bin/python (a checkpoint trained under "
+                            "OneFlow is the same file there).")
+
+
+def set_deterministic():
+    pass  # OneFlow 0.9.0 has no switch for deterministic kernels
+
+
+def nms_kernel(dev):
+    if is_cuda(dev) and hasattr(flow, "nms"):
+        return lambda boxes, scores, iou: flow.nms(boxes, scores, iou)  # CUDA kernel only
+    return None
+
+
+class _PreciseBatchNorm2d(flow.nn.BatchNorm2d):
+    """OneFlow 0.9's CPU BatchNorm kernel accumulates its training-mode statistics naively in float32 (one pass,
+    E[x^2] - E[x]^2, error growing with batch*height*width): yolov5n's raw train-mode outputs then differ from
+    PyTorch's by ~1e-2. On the CPU in training mode the output is computed from statistics taken with the
+    framework's accurate mean/var reductions (through the inference kernel), while the gradient still comes from
+    the fast training kernel (its ~1e-4 relative error in the statistics only perturbs the gradient, which is
+    harmless; a hand-written backward was ~15x slower on CPU). Running statistics use the accurate values.
+    CUDA and eval mode use the kernel alone."""
+
+    def forward(self, x):
+        if not (self.training and self.affine and x.dim() == 4 and not is_cuda(x)):
+            return super().forward(x)
+        F = flow.nn.functional
+        with flow.no_grad():
+            mean = x.mean((0, 2, 3))
+            var = x.var((0, 2, 3), unbiased=False)
+            if self.track_running_stats and self.running_mean is not None:
+                self.num_batches_tracked += 1
+                m = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
+                n = x.numel() // x.shape[1]
+                self.running_mean.mul_(1 - m).add_(mean * m)
+                self.running_var.mul_(1 - m).add_(var * (m * n / max(n - 1, 1)))  # unbiased, like the kernel
+            exact = F.batch_norm(x, mean, var, self.weight, self.bias, training=False, momentum=0.0, eps=self.eps)
+        y = F.batch_norm(x, None, None, self.weight, self.bias, training=True, momentum=0.0, eps=self.eps)
+        with flow.no_grad():
+            correction = exact - y
+        return y + correction  # value: the accurate output; gradient: the kernel's
+
+
+BatchNorm2d = _PreciseBatchNorm2d
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Mixed precision: none (no eager GradScaler), so every answer is fp32
+def has_amp(device):
+    return False
+
+
+def no_amp_reason():
+    return "OneFlow 0.9.0 has no eager GradScaler for AMP"
+
+
+def cpu_has_native_bf16():
+    return False  # no CPU autocast in OneFlow 0.9.0
+
+
+def amp_dtype(device, request=None):
+    """(None, '') by default and for --no-amp; --amp gets fp32 with the reason."""
+    if request:
+        return None, f"--amp: {no_amp_reason()}; training in fp32"
+    return None, ""
+
+
+def channels_last_pays(device, dtype):
+    return False
+
+
+def autocast(dev, enabled=True, dtype=None):
+    return contextlib.nullcontext()
+
+
+def grad_scaler(dev, enabled=True):
+    return _NoScaler()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Fused CIoU: the fused_get_* kernel chain (utils/backend/oneflow_ciou.py), CUDA only
+def fused_ciou(device):
+    if fused_ciou_request() != "plain" and is_cuda(device) and hasattr(flow._C, "fused_get_ciou_result"):
+        from utils.backend.oneflow_ciou import ciou_fused_chain
+        return "oneflow-fused-kernels", partial(ciou_fused_chain, ops=flow._C)
+    return "plain", None
+
+
+def compiled_ciou():
+    return None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Multi-tensor EMA and optimizer: flow._C.multi_tensor_yolov5_weight_update and the optimizers' fused=True, both
+# CUDA fp32 only (on the CPU OneFlow has no kernel and would only warn).
+def ema_impl(ema_tensors, fused):
+    if not fused or not ema_tensors:
+        return "loop"
+    dev = ema_tensors[0].device
+    ok = is_cuda(dev) and hasattr(flow._C, "multi_tensor_yolov5_weight_update") and \
+        all(t.dtype == flow.float32 and t.device == dev for t in ema_tensors)
+    return "oneflow-multi-tensor" if ok else "loop"
+
+
+def ema_update_(ema_tensors, model_tensors, d, fused):
+    """In place: ema = d * ema + (1 - d) * model for each pair. Call under no_grad. ``fused`` is the flag."""
+    model_tensors = check_ema_pairs(ema_tensors, model_tensors)
+    if ema_impl(ema_tensors, fused) == "oneflow-multi-tensor":
+        if any(m.dtype != flow.float32 for m in model_tensors):
+            model_tensors = [m.float() for m in model_tensors]
+        flow._C.multi_tensor_yolov5_weight_update(ema_tensors, model_tensors, float(d))
+    else:
+        ema_loop_(ema_tensors, model_tensors, d)
+
+
+def optimizer_kwargs(name, fused, device):
+    """fused=True on CUDA (multi_tensor_sgd/momentum/adam_update). Pass all parameter groups to the constructor:
+    OneFlow's fused SGD crashes on groups added later with add_param_group."""
+    if not fused:
+        return {}
+    cls = getattr(flow.optim, name, None)
+    if cls is None:
+        raise ValueError(f"unknown optimizer {name!r}: use SGD, Adam or AdamW")
+    return {"fused": True} if is_cuda(device) and accepts(cls, "fused") else {}
+
+
+def optimizer_impl(optimizer):
+    if optimizer.param_groups and group_get(optimizer.param_groups[0], "fused"):
+        return "fused"
+    return "loop"
+
+
+def optimizer_variants(device):
+    return {}
+
+
+def clip_grad_norm_(parameters, max_norm, fused):
+    """OneFlow 0.9.0 has no multi-tensor norm: the framework's own clipping, flag or not."""
+    params = [p for p in parameters if p.grad is not None]
+    return flow.nn.utils.clip_grad_norm_(params, max_norm=max_norm)
+
+
+def optimizer_state_to_native(state_dict):
+    from utils.checkpoint.optimizer_state import to_oneflow_layout
+    return to_oneflow_layout(state_dict)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Distributed: the runtime reads MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE itself (no init call);
+# flow.nn.parallel.DistributedDataParallel returns the SAME module with gradient hooks (no .module), broadcasts rank
+# 0's parameters once and the buffers before every forward; its collectives have no timeout, so the watchdog
+# (utils/distributed/watchdog.py) is what bounds a hang.
+def dist_init(device, timeout_s):
+    pass
+
+
+def dist_ready():
+    return True  # the communicator starts on first use
+
+
+def dist_barrier():
+    flow.comm.barrier()
+
+
+def dist_broadcast_(t, src=0):
+    flow.comm.broadcast(t, src)
+    return t
+
+
+def ddp_wrap(model, device, local_rank):
+    return flow.nn.parallel.DistributedDataParallel(model)
+
+
+def ddp_gpu_follows_local_rank():
+    return True  # its collectives require rank i on cuda:<local rank i>
