@@ -226,7 +226,7 @@ def test_single_process_checkpoint_starts_a_ddp_run(crashed_run):
 def test_sync_bn_refused_on_cpu_under_ddp():
     import argparse
     import train
-    from utils.trainer import TrainingError
+    from utils.engine.errors import TrainingError
     opt = argparse.Namespace(device="cpu", batch_size=4, sync_bn=True, evolve=None)
     with pytest.raises(TrainingError, match="--sync-bn"):
         train.select_training_device(opt, world_size=2, local_rank=0)
