@@ -31,7 +31,8 @@ def pretrained_model(weights, cfg, nc, anchors=None):
     """A model from cfg (or the checkpoint's yaml) with every matching pretrained tensor transferred."""
     if not Path(weights).is_file():
         raise TrainingError(f"--weights {weights} not found (this project downloads nothing): give a path to a "
-                            "yolov5*.pt file, e.g. ../shared/weights/yolov5n.pt, or --weights '' to train from scratch.")
+                            "yolov5*.pt file, e.g. ../shared/weights/yolov5n.pt, or --weights '' to train from "
+                            "scratch.")
     ck = load_any(weights)
     rec = ck.get("model") or ck.get("ema")
     model = Model(cfg or rec["yaml"], ch=3, nc=nc, anchors=anchors)
