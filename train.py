@@ -8,10 +8,12 @@ Usage - DDP (one process per GPU; --batch-size is the total):
     $ python -m torch.distributed.run --nproc_per_node 2 train.py --data coco128.yaml --batch-size 64 --device 0,1
     $ python -m oneflow.distributed.launch --nproc_per_node 2 train.py --data coco128.yaml --batch-size 64 --device 0,1
 
-The loop itself lives in utils/trainer.py; this file parses flags, resolves resume/evolve, reads who this process
-is (utils/distributed: one DistContext, passed down) and picks its device.
+This file parses flags, resolves resume/evolve, reads who this process is (utils/distributed: one DistContext, passed down),
+picks its device and hands over to the engine (utils/engine/:
+build_training() makes the parts, TrainLoop runs them with its hooks).
 """
 import argparse
+import functools
 import glob
 import os
 import sys
@@ -26,11 +28,15 @@ from utils import signals  # noqa: E402
 if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on is only recorded (utils/signals.py)
     signals.install("train")
 
+from utils.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 from utils.distributed import DistContext, process_group  # noqa: E402
 from utils.distributed.launch import training_device  # noqa: E402
+from utils.engine.errors import TrainingError  # noqa: E402
+from utils.engine.hyp import load_hyp  # noqa: E402
+from utils.engine.run import train  # noqa: E402
 from utils.errors import exit_on_user_error  # noqa: E402
+from utils.evolve import evolve  # noqa: E402
 from utils.general import LOGGER, RunDirError, increment_path  # noqa: E402
-from utils.trainer import TrainingError, train  # noqa: E402
 
 
 def parse_opt(known=False, args=None):
@@ -97,7 +103,6 @@ def get_latest_run(search_dir="."):
 def resume_opt(opt):
     """The options of the run being resumed (from its last.pt: this project's or an official ultralytics run's),
     pointing --weights at that last.pt. Flags the saved options lack take this script's defaults."""
-    from utils.checkpoint import CheckpointError, load_checkpoint
     last = Path(opt.resume if isinstance(opt.resume, str) else get_latest_run(opt.project))
     if not last.is_file():
         raise TrainingError(f"--resume: no checkpoint found at '{last}'. Give the path of a run's weights/last.pt.")
@@ -122,7 +127,7 @@ def resume_opt(opt):
 
 
 def main(opt):
-    ctx = DistContext.from_env()  # who this process is, read once (a launcher's ranks, or a single process)
+    dist = DistContext.from_env()  # who this process is, decided once here and passed down
     if opt.resume and not opt.evolve:
         opt = resume_opt(opt)
     else:
@@ -135,24 +140,22 @@ def main(opt):
                 opt.project = str(ROOT / "runs/evolve")
             opt.exist_ok, opt.resume = opt.resume, False
         # Making the folder is the claim (two runs started at once get exp and exp2). Only rank 0 claims: the other
-        # DDP ranks never write to the run folder (Trainer.setup_run_dir), so their unclaimed name is never used.
+        # DDP ranks never write to the run folder (utils/engine/run_folder.py), so their unclaimed name is never used.
         try:
             opt.save_dir = str(increment_path(Path(opt.project) / opt.name, exist_ok=opt.exist_ok,
-                                              mkdir=ctx.is_main))
+                                              mkdir=dist.is_main))
         except RunDirError as e:
             raise TrainingError(str(e)) from e
         opt.resume = False
 
-    device = training_device(opt, ctx)  # launch checks, and this rank's GPU under DDP
-    process_group.start(ctx, device)  # DDP: process group with its timeout (YOLO_DDP_TIMEOUT), the rank's watchdog
-    if ctx.distributed:  # a rank stopped by Ctrl-C/SIGTERM is not a crash: its peers got the signal too (launchers
+    device = training_device(opt, dist)  # launch checks, and this rank's GPU under DDP
+    process_group.start(dist, device)  # DDP: process group with its timeout (YOLO_DDP_TIMEOUT), the rank's watchdog
+    if dist.distributed:  # a rank stopped by Ctrl-C/SIGTERM is not a crash: its peers got the signal too (launchers
         signals.on_stop(process_group.finish)  # forward it) and stop on their own; their watchdogs must not fail them
     if opt.evolve:
-        from utils.evolve import evolve
-        from utils.trainer import Trainer
-        evolve(Trainer._load_hyp(opt.hyp), opt, device, train)
+        evolve(load_hyp(opt.hyp), opt, device, functools.partial(train, dist=dist))
         return None
-    results = train(opt.hyp, opt, device, ctx)
+    results = train(opt.hyp, opt, device, dist)
     process_group.finish()  # a goodbye to the peers' watchdogs: this rank's exit from here on is not a crash
     return results
 

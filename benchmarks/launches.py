@@ -80,14 +80,15 @@ def cuda_branches(state):
 
 
 def project_step(cfg="yolov5s.yaml", bs=16, img=320, flags=True):
-    """The step of utils/trainer.py (train_step + optimizer_step) built from the same pieces; returns step(counter)."""
+    """The step of utils/engine/train_loop.py (TrainLoop.run_step + optimizer_step) built from the same pieces; returns
+    step(counter)."""
     import yaml
     from models.yolo import DetectionModel
     from utils.backend import clip_grad_norm_, torch
     from utils.loss import ComputeLoss
     from utils.loss_readback import LossReadback
     from utils.torch_utils import ModelEMA, smart_optimizer
-    from utils.trainer import scale_hyp
+    from utils.engine.hyp import scale_hyp
     torch.manual_seed(0)
     with contextlib.redirect_stdout(io.StringIO()):
         model = DetectionModel(str(ROOT / "models" / cfg)).train()

@@ -187,7 +187,7 @@ def bench_upsample(dev, shapes, iters, bw_numel):
 # Training step
 def _hyp(nl, nc, imgsz):
     import yaml
-    from utils.trainer import scale_hyp
+    from utils.engine.hyp import scale_hyp
     with open(ROOT / "data" / "hyps" / "hyp.scratch-low.yaml") as f:
         hyp = yaml.safe_load(f)
     return scale_hyp(hyp, nl, nc, imgsz)

@@ -74,14 +74,15 @@ def test_train_with_amp_on_the_cpu(tmp_path, monkeypatch):
     import train
     from tests.train_helpers import make_tiny_dataset
     from utils.loggers import read_results_csv
-    from utils.trainer import Trainer
+    import utils.engine.build as build
     seen = {}
-    orig = Trainer.setup_precision
+    orig = build.training_precision
 
-    def setup_precision(self):
-        orig(self)
-        seen.update(dtype=self.amp_dtype, cl=self.channels_last, scaler=type(self.scaler).__name__)
-    monkeypatch.setattr(Trainer, "setup_precision", setup_precision)
+    def training_precision(device, request=None):
+        dtype, channels_last, scaler = orig(device, request)
+        seen.update(dtype=dtype, cl=channels_last, scaler=type(scaler).__name__)
+        return dtype, channels_last, scaler
+    monkeypatch.setattr(build, "training_precision", training_precision)
     data = make_tiny_dataset(tmp_path / "data", n_train=8, n_val=2, size=64)
     train.run(data=str(data), cfg="yolov5n.yaml", weights="", imgsz=64, batch_size=4, epochs=1, device="cpu",
               workers=0, project=str(tmp_path), name="exp", noplots=True, noautoanchor=True, amp=True)

@@ -210,10 +210,11 @@ def test_strip_optimizer_writes_what_official_strip_writes(written, tmp_path):
     """model = the EMA in fp16 with requires_grad off and the official model attributes; optimizer, ema, updates,
     best_fitness None; epoch -1; nothing but the official keys."""
     import shutil
-    from utils.trainer import strip_optimizer
+    from utils.checkpoint.training import strip_optimizer
+    from utils.engine.train_loop import save_ckpt
     f = tmp_path / "best.pt"
     shutil.copy(written[0], f)
-    strip_optimizer(f)
+    strip_optimizer(f, save=save_ckpt)  # as the training's final step calls it
     rec, obj, _ = _parse(f)
     assert list(obj) == OFFICIAL_KEYS and obj["epoch"] == -1 and obj["opt"]["epochs"] == 10
     assert all(obj[k] is None for k in ("best_fitness", "ema", "updates", "optimizer"))

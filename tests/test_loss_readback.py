@@ -72,21 +72,22 @@ def test_training_stops_at_the_exact_iteration_when_reading_every_third_step(tmp
     import hashlib
     import train
     from tests.train_helpers import make_tiny_dataset
-    from utils.trainer import NonFiniteLossError, Trainer
+    from utils.engine.errors import NonFiniteLossError
+    from utils.engine.train_loop import TrainLoop
     data = make_tiny_dataset(tmp_path / "data", n_train=8, n_val=2, size=64)
     monkeypatch.setenv("YOLO_LOSS_READBACK", "3")
-    seen, orig = {}, Trainer.train_step
+    seen, orig = {}, TrainLoop.run_step
 
-    def step(self, imgs, targets, epoch, i):
-        if epoch == 1 and i == 1:
-            seen["sha"] = hashlib.sha256(self.last.read_bytes()).hexdigest()
-            real = self.compute_loss
-            self.compute_loss = lambda p, t: tuple(x * float("nan") for x in real(p, t))
-        out = orig(self, imgs, targets, epoch, i)
-        seen.setdefault("steps", []).append((epoch, i, out[0] is not None))
+    def step(self, batch):
+        if self.epoch == 1 and self.iter == 1:
+            seen["sha"] = hashlib.sha256(self.parts.run.last.read_bytes()).hexdigest()
+            real = self.parts.compute_loss
+            self.parts.compute_loss = lambda p, t: tuple(x * float("nan") for x in real(p, t))
+        out = orig(self, batch)
+        seen.setdefault("steps", []).append((self.epoch, self.iter, self.losses_read is not None))
         return out
 
-    monkeypatch.setattr(Trainer, "train_step", step)
+    monkeypatch.setattr(TrainLoop, "run_step", step)
     with pytest.raises(NonFiniteLossError, match="epoch 1, iteration 1 "):
         train.run(data=str(data), cfg="yolov5n.yaml", weights="", imgsz=64, batch_size=2, epochs=2, device="cpu",
                   workers=0, project=str(tmp_path), name="exp", noplots=True, noautoanchor=True, noval=True)

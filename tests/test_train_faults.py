@@ -27,29 +27,31 @@ def test_faults_leave_last_pt_untouched(fault, data, tmp_path, monkeypatch):
     """A fault in epoch 1 leaves last.pt exactly as epoch 0 wrote it, with no temporary files around."""
     import errno
     import train
-    import utils.checkpoint
     from utils.backend import torch
-    from utils.trainer import NonFiniteLossError, Trainer, TrainingError
+    import utils.engine.train_loop
+    from utils.engine.errors import NonFiniteLossError, TrainingError
+    from utils.engine.train_loop import TrainLoop
     seen = {}
-    orig_step = Trainer.train_step
-    orig_save = utils.checkpoint.save_checkpoint
+    orig_step = TrainLoop.run_step
+    orig_save = utils.engine.train_loop.save_checkpoint
 
-    def step(self, imgs, targets, epoch, i):
-        if epoch == 1 and i == 0:
-            seen["sha"] = _sha(self.last)
+    def step(self, batch):
+        if self.epoch == 1 and self.iter == 0:
+            seen["sha"] = _sha(self.parts.run.last)
             if fault == "nan":
-                self.compute_loss = lambda p, t: (torch.tensor([float("nan")]), torch.tensor([0.1, float("nan"), 0.]))
+                self.parts.compute_loss = lambda p, t: (torch.tensor([float("nan")]),
+                                                        torch.tensor([0.1, float("nan"), 0.]))
             elif fault == "ctrl-c":
                 raise KeyboardInterrupt
-        return orig_step(self, imgs, targets, epoch, i)
+        return orig_step(self, batch)
 
     def save(obj, path):
         if fault == "disk-full" and "sha" in seen:
             raise OSError(errno.ENOSPC, "No space left on device")
         return orig_save(obj, path)
 
-    monkeypatch.setattr(Trainer, "train_step", step)
-    monkeypatch.setattr(utils.checkpoint, "save_checkpoint", save)
+    monkeypatch.setattr(TrainLoop, "run_step", step)
+    monkeypatch.setattr(utils.engine.train_loop, "save_checkpoint", save)
     expect = {"nan": (NonFiniteLossError, "epoch 1, iteration 0"), "ctrl-c": (KeyboardInterrupt, None),
               "disk-full": (TrainingError, "disk full")}[fault]
     with pytest.raises(expect[0], match=expect[1]):

@@ -92,14 +92,12 @@ def test_pretrained_transfer(yolov5n_pt, data, tmp_path):
     and the anchors (the yaml's are kept) comes from the checkpoint."""
     import argparse
     from utils.checkpoint import load_any
-    from utils.trainer import Trainer
-    opt = argparse.Namespace(weights=str(yolov5n_pt), cfg="yolov5n.yaml", resume=False, freeze=[0], imgsz=64, epochs=1,
-                             data=str(data), single_cls=False)
-    t = Trainer({"lr0": 0.01}, opt, backend.device("cpu"))
-    t.setup_data()
-    t.setup_model()
+    from utils.dataset_config import check_dataset
+    from utils.engine.initial_model import initial_model
+    opt = argparse.Namespace(weights=str(yolov5n_pt), cfg="yolov5n.yaml", resume=False, freeze=[0])
+    model = initial_model(opt, {"lr0": 0.01}, int(check_dataset(str(data))["nc"]), backend.device("cpu"))
     ck = load_any(yolov5n_pt)["model"]["state_dict"]
-    sd = {k: backend.to_numpy(v) for k, v in t.model.state_dict().items()}
+    sd = {k: backend.to_numpy(v) for k, v in model.state_dict().items()}
     np.testing.assert_allclose(sd["model.0.conv.weight"], ck["model.0.conv.weight"].astype(np.float32))
     np.testing.assert_allclose(sd["model.23.cv3.bn.running_var"], ck["model.23.cv3.bn.running_var"].astype(np.float32))
     assert sd["model.24.m.0.weight"].shape[0] == 3 * 7 != ck["model.24.m.0.weight"].shape[0]
@@ -107,7 +105,7 @@ def test_pretrained_transfer(yolov5n_pt, data, tmp_path):
 
 def test_unwritable_run_folder(data, tmp_path):
     import train
-    from utils.trainer import TrainingError
+    from utils.engine.errors import TrainingError
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")
     with pytest.raises(TrainingError, match="not writable"):
@@ -189,12 +187,12 @@ def test_ndjson_console_and_file(tmp_path, capsys):
 # --hyp and --data names, AutoBatch
 def test_bare_hyp_name_resolves_in_data_hyps(root_dir):
     from utils.general import RepoFileNotFound
-    from utils.trainer import Trainer
+    from utils.engine.hyp import load_hyp
     want = yaml.safe_load((root_dir / "data/hyps/hyp.scratch-high.yaml").read_text())
-    assert Trainer._load_hyp("hyp.scratch-high.yaml") == want
-    assert Trainer._load_hyp("data/hyps/hyp.scratch-high.yaml") == want
+    assert load_hyp("hyp.scratch-high.yaml") == want
+    assert load_hyp("data/hyps/hyp.scratch-high.yaml") == want
     with pytest.raises(RepoFileNotFound, match="hyp.nope.yaml.*not found"):
-        Trainer._load_hyp("hyp.nope.yaml")
+        load_hyp("hyp.nope.yaml")
 
 
 def test_bare_data_name_resolves_under_data(root_dir, tmp_path, monkeypatch):

@@ -111,7 +111,7 @@ def test_intersect_dicts():
 # ----------------------------------------------------------------------------------------------------------------
 # Schedule, warmup, hyp scaling
 def test_lr_lambda_linear_and_cosine():
-    from utils.trainer import lr_lambda
+    from utils.engine.schedule import lr_lambda
     lin = lr_lambda(10, 0.01)
     assert lin(0) == 1.0 and lin(10) == pytest.approx(0.01) and lin(5) == pytest.approx(0.505)
     cos = lr_lambda(10, 0.01, cos_lr=True)
@@ -120,7 +120,7 @@ def test_lr_lambda_linear_and_cosine():
 
 
 def test_scale_hyp():
-    from utils.trainer import scale_hyp
+    from utils.engine.hyp import scale_hyp
     h = scale_hyp({"box": 0.05, "cls": 0.5, "obj": 1.0}, nl=3, nc=3, imgsz=320, label_smoothing=0.1)
     assert h["box"] == pytest.approx(0.05)
     assert h["cls"] == pytest.approx(0.5 * 3 / 80)
@@ -131,29 +131,30 @@ def test_scale_hyp():
 
 
 def test_warmup_interpolates_lr_momentum_accumulate(yolov5n):
+    from utils.engine.schedule import Schedule, lr_lambda, set_param_groups
     from utils.torch_utils import smart_optimizer
-    from utils.trainer import Trainer, lr_lambda
-    t = Trainer.__new__(Trainer)
-    t.hyp = {"warmup_bias_lr": 0.1, "warmup_momentum": 0.8, "momentum": 0.937}
-    t.optimizer = smart_optimizer(yolov5n, "SGD", lr=0.01, momentum=0.937, decay=5e-4)
-    for g in t.optimizer.param_groups:
-        g["initial_lr"] = 0.01
-    t.lf, t.nw, t.batch_size = lr_lambda(10, 0.01), 100, 16
-    t.warmup(0, 0)
-    assert [g["lr"] for g in t.optimizer.param_groups] == [0.1, 0.0, 0.0]
-    assert t.optimizer.param_groups[1]["momentum"] == pytest.approx(0.8) and t.accumulate == 1
-    t.warmup(50, 0)
-    assert t.optimizer.param_groups[0]["lr"] == pytest.approx(0.055)
-    assert t.optimizer.param_groups[1]["lr"] == pytest.approx(0.005)
-    assert t.optimizer.param_groups[1]["momentum"] == pytest.approx(0.8685)
-    assert t.accumulate == 2  # 1 -> 64/16 = 4 over the warmup, rounded
-    t.warmup(100, 1)
-    assert [g["lr"] for g in t.optimizer.param_groups] == pytest.approx([0.01 * lr_lambda(10, 0.01)(1)] * 3)
-    assert t.accumulate == 4
+    optimizer = smart_optimizer(yolov5n, "SGD", lr=0.01, momentum=0.937, decay=5e-4)
+    s = Schedule(base_lrs=(0.01,) * 3, epochs=10, lrf=0.01, warmup_iters=100, warmup_bias_lr=0.1,
+                 warmup_momentum=0.8, momentum=0.937, batch_size=16)
+
+    def warmup(ni, epoch):
+        lrs, momentum, accumulate = s.at(ni, epoch)
+        set_param_groups(optimizer, lrs, momentum)
+        return accumulate
+
+    assert warmup(0, 0) == 1
+    assert [g["lr"] for g in optimizer.param_groups] == [0.1, 0.0, 0.0]
+    assert optimizer.param_groups[1]["momentum"] == pytest.approx(0.8)
+    assert warmup(50, 0) == 2  # 1 -> 64/16 = 4 over the warmup, rounded
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.055)
+    assert optimizer.param_groups[1]["lr"] == pytest.approx(0.005)
+    assert optimizer.param_groups[1]["momentum"] == pytest.approx(0.8685)
+    assert warmup(100, 1) == 4
+    assert [g["lr"] for g in optimizer.param_groups] == pytest.approx([0.01 * lr_lambda(10, 0.01)(1)] * 3)
 
 
 def test_labels_to_class_weights():
-    from utils.trainer import labels_to_class_weights, labels_to_image_weights
+    from utils.engine.class_weights import labels_to_class_weights, labels_to_image_weights
     labels = [np.array([[0, .5, .5, .1, .1], [0, .2, .2, .1, .1]]), np.array([[1, .5, .5, .1, .1]])]
     w = labels_to_class_weights(labels, nc=3)
     np.testing.assert_allclose(w, np.array([0.5, 1, 1]) / 2.5)
@@ -162,14 +163,15 @@ def test_labels_to_class_weights():
 
 
 def test_non_finite_loss_names_epoch_and_iteration():
-    from utils.trainer import NonFiniteLossError, Trainer
-    t = Trainer.__new__(Trainer)
-    t.device, t.nb, t.nw, t.world_size, t.amp = backend.device("cpu"), 10, -1, 1, False
-    t.opt = types.SimpleNamespace(multi_scale=False, quad=False)
-    t.model = lambda x: x
-    t.compute_loss = lambda p, tg: (torch.tensor([float("nan")]), torch.tensor([0.1, float("nan"), 0.2]))
+    from tests.engine_helpers import tiny_parts
+    from utils.engine.errors import NonFiniteLossError
+    from utils.engine.train_loop import TrainLoop
+    parts = tiny_parts(nb=10)
+    parts.compute_loss = lambda p, tg: (torch.tensor([float("nan")]), torch.tensor([0.1, float("nan"), 0.2]))
+    loop = TrainLoop(parts)
+    loop.epoch, loop.iter = 3, 7
     with pytest.raises(NonFiniteLossError, match="epoch 3, iteration 7"):
-        t.train_step(torch.zeros(1, 3, 8, 8, dtype=torch.uint8), torch.zeros(0, 6), epoch=3, i=7)
+        loop.run_step((torch.zeros(1, 3, 8, 8, dtype=torch.uint8), torch.zeros(0, 6), ["a.jpg"], None))
 
 
 # ----------------------------------------------------------------------------------------------------------------

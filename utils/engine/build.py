@@ -1,0 +1,127 @@
+"""build_training(): every part of a run, built from its options in the one order that works.
+
+The order matters in three places, each marked below: the model exists before the optimizer; the EMA copies the
+model after AutoAnchor and before DDP wrapping; a resumed run's RNG streams are restored last.
+"""
+import numpy as np
+
+from utils import backend
+from utils.autoanchor import check_anchors
+from utils.autobatch import check_train_batch_size
+from utils.dataloaders import create_dataloader
+from utils.dataset_config import check_dataset
+from utils.distributed import DistContext
+from utils.distributed import ddp, probe
+from utils.distributed.collectives import main_process_first
+from utils.engine.class_weights import labels_to_class_weights
+from utils.engine.errors import TrainingError
+from utils.engine.hyp import load_hyp, scale_hyp
+from utils.engine.initial_model import initial_model
+from utils.engine.parts import Precision, TrainingParts, TrainingState
+from utils.engine.resume import read_resume_checkpoint, restore_rng, restore_training_state
+from utils.engine.run_folder import prepare_run_folder
+from utils.engine.schedule import NBS, Schedule, set_param_groups
+from utils.general import LOGGER, check_img_size, colorstr
+from utils.loss import ComputeLoss
+from utils.plots import plot_labels
+from utils.precision import training_precision
+from utils.torch_utils import ModelEMA, de_parallel, set_seed, smart_optimizer
+
+
+def build_training(opt, hyp, device, dist=None):
+    """The TrainingParts of one run. opt: train.py's options (opt.save_dir claimed, opt.weights the last.pt to
+    resume when opt.resume); hyp: a dict or a --hyp path; dist: this process's DistContext (single process when
+    None)."""
+    dist = dist or DistContext()
+    hyp = load_hyp(hyp)
+    opt_hyp = dict(hyp)  # as loaded: what opt.yaml and checkpoints record (official resume reads it)
+    set_seed(opt.seed + 1 + dist.rank, deterministic=True)
+    run, loggers = prepare_run_folder(opt, hyp, dist)
+    with main_process_first(dist):
+        data = check_dataset(opt.data)
+    nc = 1 if opt.single_cls else int(data["nc"])
+    names = {0: "item"} if opt.single_cls and len(data["names"]) != 1 else data["names"]
+
+    ckpt = read_resume_checkpoint(opt.weights) if opt.resume else None
+    model = initial_model(opt, hyp, nc, device, ckpt)
+    gs = max(int(model.stride.max()), 32)  # grid size (max stride)
+    imgsz = check_img_size(opt.imgsz, gs, floor=gs * 2)
+
+    batch_size = opt.batch_size
+    if batch_size == -1:  # AutoBatch; train.py refuses -1 under DDP, as the official trainer does
+        batch_size = check_train_batch_size(model, imgsz, amp=backend.has_amp(device))
+    accumulate = max(round(NBS / batch_size), 1)
+    hyp["weight_decay"] *= batch_size * accumulate / NBS  # decay per nominal batch, not per optimizer step
+    optimizer = smart_optimizer(model, opt.optimizer, hyp["lr0"], hyp["momentum"], hyp["weight_decay"],
+                                fused=opt.multi_tensor_optimizer)
+    for g in optimizer.param_groups:  # what a LambdaLR records; the schedule scales it
+        g["initial_lr"] = g["lr"]
+    amp_dtype, channels_last, scaler = training_precision(device, getattr(opt, "amp", None))
+
+    train_loader, dataset, val_loader = _loaders(opt, hyp, data, imgsz, gs, nc, batch_size, dist)
+    if dist.is_main and not opt.resume:
+        if not opt.noautoanchor:
+            check_anchors(dataset, model=model, thr=hyp["anchor_t"], imgsz=imgsz)
+        if not opt.noplots:
+            _plot_labels(dataset, names, run.save_dir)
+
+    # ORDER: the EMA starts from the model as AutoAnchor left it (so it never averages stale anchors in), and is made
+    # before DDP wrapping: OneFlow's DDP puts collective hooks on the module itself, so a copy made after it would
+    # broadcast buffers in every forward of rank 0's validation, which the other ranks never join (a hang).
+    ema = ModelEMA(model, fused=opt.multi_tensor_optimizer) if dist.is_main else None
+    state = TrainingState()
+    if ckpt is not None:
+        state = restore_training_state(ckpt, optimizer, scaler, ema, device, opt.epochs, name=opt.weights)
+    schedule = Schedule.from_hyp(hyp, [g["initial_lr"] for g in optimizer.param_groups], opt.epochs,
+                                 len(train_loader), batch_size, cos_lr=opt.cos_lr)
+    if ckpt is None or ckpt.get("optimizer") is None:  # a resumed optimizer state holds its epoch's lrs already
+        set_param_groups(optimizer, schedule.epoch_lrs(state.start_epoch))
+
+    nl = de_parallel(model).model[-1].nl
+    hyp = scale_hyp(hyp, nl, nc, imgsz, opt.label_smoothing)
+    model.nc, model.hyp, model.names = nc, hyp, names  # attached for the loss, the EMA and the checkpoints
+    model.class_weights = backend.from_numpy(labels_to_class_weights(dataset.labels, nc)).float().to(device) * nc
+    compute_loss = ComputeLoss(model, fused_iou=opt.bbox_iou_optim)
+    # SyncBatchNorm (CUDA only; --sync-bn on CPU was refused before any work) and DDP when distributed, then the
+    # outside observer YOLO_DDP_PROBE names, if any (the DDP tests' recorder)
+    model = ddp.wrap_model(model, dist, device, sync_bn=opt.sync_bn)
+    probe.attach(model, train_loader, dist)
+
+    if ckpt is not None:
+        restore_rng(ckpt)  # ORDER: last, see restore_rng
+    return TrainingParts(
+        model=model, optimizer=optimizer, compute_loss=compute_loss, train_loader=train_loader, schedule=schedule,
+        device=device, epochs=opt.epochs, ema=ema, scaler=scaler,
+        precision=Precision(dtype=amp_dtype, channels_last=channels_last), dist=dist, imgsz=imgsz, gs=gs,
+        multi_scale=opt.multi_scale, quad=opt.quad, fused_clip=bool(getattr(opt, "multi_tensor_optimizer", False)),
+        state=state, opt=opt, hyp=hyp, opt_hyp=opt_hyp, data=data, nc=nc, names=names,
+        is_coco=str(data.get("val", "")).endswith("coco/val2017.txt"), dataset=dataset, val_loader=val_loader,
+        run=run, loggers=loggers)
+
+
+def _loaders(opt, hyp, data, imgsz, gs, nc, batch_size, dist):
+    """(train loader, train dataset, val loader or None on other ranks). batch_size is the total over ranks."""
+    if dist.distributed and batch_size % dist.world_size:
+        raise TrainingError(f"--batch-size {batch_size} must be a multiple of the world size {dist.world_size}: "
+                            "it is the total over all processes.")
+    bs = batch_size // dist.world_size
+    with main_process_first(dist):  # DDP: local rank 0 scans labels and writes the .cache first; the others read it
+        train_loader, dataset = create_dataloader(
+            data["train"], imgsz, bs, gs, opt.single_cls, hyp=hyp, augment=True,
+            cache=None if opt.cache == "val" else opt.cache, rect=opt.rect, dist=dist,
+            workers=opt.workers, image_weights=opt.image_weights, quad=opt.quad, prefix=colorstr("train: "),
+            shuffle=True, seed=opt.seed, nc=nc)  # nc: a class id >= nc stops naming the file and line
+    val_loader = None
+    if dist.is_main:
+        val_loader = create_dataloader(
+            data["val"], imgsz, bs * 2, gs, opt.single_cls, hyp=hyp, cache=None if opt.noval else opt.cache,
+            rect=True, rank=-1, workers=opt.workers * 2, pad=0.5, prefix=colorstr("val: "), nc=nc)[0]
+    return train_loader, dataset, val_loader
+
+
+def _plot_labels(dataset, names, save_dir):
+    try:
+        labels = np.concatenate([np.asarray(l).reshape(-1, 5) for l in dataset.labels], 0)
+        plot_labels(labels, names, save_dir)
+    except Exception as e:  # plots never stop a training
+        LOGGER.warning(f"WARNING ⚠️ labels.jpg not plotted: {e}")

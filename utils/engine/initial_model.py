@@ -1,0 +1,57 @@
+"""The model a training starts from: a resumed last.pt's, pretrained weights transferred into --cfg (or the
+checkpoint's own yaml), or --cfg from scratch; then the --freeze'd layers."""
+from pathlib import Path
+
+import numpy as np
+
+from models.yolo import Model
+from utils import backend
+from utils.checkpoint import load_any
+from utils.engine.errors import TrainingError
+from utils.general import LOGGER
+from utils.torch_utils import intersect_dicts
+
+
+def initial_model(opt, hyp, nc, device, ckpt=None):
+    """The model on `device`, frozen layers set. ckpt: the loaded last.pt of a resumed run (exact fp32 weights from
+    this project's files, fp16 ones from official files)."""
+    weights = str(opt.weights or "")
+    if ckpt is not None:
+        model = ckpt["model"]
+    elif weights:
+        model = pretrained_model(weights, opt.cfg, nc, hyp.get("anchors"))
+    else:
+        model = Model(opt.cfg, ch=3, nc=nc, anchors=hyp.get("anchors"))
+    model = model.to(device)
+    freeze(model, opt.freeze)
+    return model
+
+
+def pretrained_model(weights, cfg, nc, anchors=None):
+    """A model from cfg (or the checkpoint's yaml) with every matching pretrained tensor transferred."""
+    if not Path(weights).is_file():
+        raise TrainingError(f"--weights {weights} not found (this project downloads nothing): give a path to a "
+                            "yolov5*.pt file, e.g. ../shared/weights/yolov5n.pt, or --weights '' to train from "
+                            "scratch.")
+    ck = load_any(weights)
+    rec = ck.get("model") or ck.get("ema")
+    model = Model(cfg or rec["yaml"], ch=3, nc=nc, anchors=anchors)
+    exclude = ["anchor"] if (cfg or anchors) else []  # keep the yaml's/hyp's anchors
+    own = model.state_dict()
+    csd = {k: backend.from_numpy(np.asarray(v, dtype=np.float32) if np.asarray(v).dtype.kind == "f" else v)
+           for k, v in rec["state_dict"].items()}
+    csd = intersect_dicts(csd, own, exclude=exclude)
+    own.update({k: v.to(own[k].dtype) for k, v in csd.items()})
+    model.load_state_dict(own)
+    LOGGER.info(f"Transferred {len(csd)}/{len(model.state_dict())} items from {weights}")
+    return model
+
+
+def freeze(model, layers):
+    """--freeze 10 freezes layers 0-9 (the backbone); --freeze 0 1 2 freezes those layers."""
+    layers = list(layers or [0])
+    names = [f"model.{x}." for x in (layers if len(layers) > 1 else range(layers[0]))]
+    for k, v in model.named_parameters():
+        v.requires_grad_(not any(x in k for x in names))
+        if names and any(x in k for x in names):
+            LOGGER.info(f"freezing {k}")

@@ -1,0 +1,49 @@
+"""Resume: the state a last.pt carries put back into a freshly built run (the file is read by utils/checkpoint/).
+
+This project's last.pt resumes exactly: fp32 model and EMA, optimizer, scaler, last_opt_step, maps, best epoch and
+the python/numpy/framework RNG states taken after that epoch's validation, so with --workers 0 the remaining epochs
+replay bit for bit. An official ultralytics last.pt resumes from its fp16 weights and optimizer, without RNG states.
+The lr schedule is a pure function of the epoch and iteration, so nothing else is needed.
+"""
+import numpy as np
+
+from utils.checkpoint import load_checkpoint, optimizer_state_for_backend
+from utils.checkpoint.training import best_fitness_value, set_rng_states
+from utils.engine.errors import TrainingError
+from utils.engine.parts import TrainingState
+from utils.general import LOGGER
+
+
+def read_resume_checkpoint(weights):
+    return load_checkpoint(weights, map_location="cpu")
+
+
+def restore_training_state(ckpt, optimizer, scaler, ema, device, epochs, name="last.pt"):
+    """Load optimizer, scaler and EMA from ckpt in place; returns the TrainingState to continue from. Raises
+    TrainingError when the checkpoint has already finished its epochs."""
+    if ckpt.get("optimizer") is not None:
+        optimizer.load_state_dict(optimizer_state_for_backend(ckpt["optimizer"]))
+    if ckpt.get("scaler"):
+        scaler.load_state_dict(ckpt["scaler"])
+    if ema is not None and ckpt.get("ema") is not None:
+        ema.ema.load_state_dict(ckpt["ema"].to(device).state_dict())
+        ema.updates = int(ckpt["updates"])
+    last_opt_step = ckpt.get("last_opt_step")
+    state = TrainingState(start_epoch=int(ckpt["epoch"]) + 1,
+                          last_opt_step=int(last_opt_step) if last_opt_step is not None else -1,
+                          best_fitness=best_fitness_value(ckpt.get("best_fitness")),
+                          best_epoch=int(ckpt.get("best_epoch") or 0),
+                          maps=np.asarray(ckpt["maps"], dtype=np.float64) if ckpt.get("maps") is not None else None,
+                          resumed=True)
+    if state.start_epoch >= epochs:
+        raise TrainingError(f"{name} has finished its {epochs} epochs; nothing to resume. "
+                            "Start a new run with --weights pointing at it to train more.")
+    LOGGER.info(f"Resuming training from {name} from epoch {state.start_epoch} to {epochs} total epochs")
+    return state
+
+
+def restore_rng(ckpt):
+    """The RNG streams as the checkpointed run left them. Called last in building: set-up consumes random numbers
+    (model initialisation, AutoAnchor) that the first run drew too, before the epoch the checkpoint ends."""
+    if ckpt.get("rng") is not None:
+        set_rng_states(ckpt["rng"])

@@ -1,0 +1,40 @@
+"""The run folder a training writes: weights/, hyp.yaml, opt.yaml (what official --resume reads), a fresh
+results.csv, and the loggers. Only the main process writes; the others only learn the paths."""
+from pathlib import Path
+
+import yaml
+
+from utils import signals
+from utils.checkpoint.run_options import official_opt
+from utils.engine.errors import TrainingError
+from utils.engine.parts import RunFolder
+from utils.general import LOGGER, colorstr
+from utils.loggers import Loggers
+
+
+def prepare_run_folder(opt, hyp, dist):
+    """RunFolder for opt.save_dir (claimed by train.py). hyp is the run's hyperparameters as loaded. Returns
+    (RunFolder, Loggers or None)."""
+    run = RunFolder(save_dir=Path(opt.save_dir))
+    # What a Ctrl-C's exit line reports: the checkpoint on disk, read from the file (DDP: rank 0 reports).
+    signals.describe_on_disk((lambda: signals.checkpoint_status(run.last)) if dist.is_main else None)
+    if not dist.is_main:
+        return run, None
+    try:
+        run.weights.mkdir(parents=True, exist_ok=True)
+        probe = run.save_dir / ".write_test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as e:
+        raise TrainingError(f"Run folder {run.save_dir} is not writable: {e.strerror or e}. "
+                            "Choose another --project/--name or free some disk space.") from e
+    if not opt.resume:  # a new run in an existing folder (--exist-ok) starts its own results.csv
+        (run.save_dir / "results.csv").unlink(missing_ok=True)
+    LOGGER.info(colorstr("hyperparameters: ") + ", ".join(f"{k}={v}" for k, v in hyp.items()))
+    if opt.evolve:  # evolve.csv and hyp_evolve.yaml record the generations instead
+        return run, None
+    with open(run.save_dir / "hyp.yaml", "w") as f:
+        yaml.safe_dump(hyp, f, sort_keys=False)
+    with open(run.save_dir / "opt.yaml", "w") as f:  # official train.py --resume reads this file
+        yaml.safe_dump(official_opt(opt, hyp), f, sort_keys=False)
+    return run, Loggers(run.save_dir, opt, hyp)

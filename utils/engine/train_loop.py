@@ -1,0 +1,392 @@
+"""The training loop and its hooks, top to bottom: TrainLoop runs epochs of steps over the parts build_training()
+made; everything around the step (safe points for signals, the progress bar, plots, validation, early stopping,
+results.csv, checkpoints, the final evaluation) is a hook.
+
+Behaviour follows the official YOLOv5 trainer: gradient accumulation up to a nominal batch of 64, the warmup and lr
+schedule of utils/engine/schedule.py, gradient clipping at 10, ModelEMA, fitness = 0.1 mAP50 + 0.9 mAP50-95, early
+stopping, last.pt every epoch and best.pt on improvement, stripped final checkpoints. Only the main process
+validates, logs and saves; every process runs the steps and the safe points.
+"""
+import math
+import random
+import time
+
+import numpy as np
+from tqdm import tqdm
+
+from models.experimental import attempt_load
+from utils import backend, signals
+from utils.backend import F
+from utils.checkpoint import save_checkpoint
+from utils.checkpoint.training import get_rng_states, strip_optimizer, training_checkpoint
+from utils.distributed.collectives import broadcast_flag
+from utils.engine.class_weights import resample_by_image_weights
+from utils.engine.errors import NonFiniteLossError, TrainingError
+from utils.engine.schedule import set_param_groups
+from utils.evaluation import validate_model
+from utils.general import LOGGER, colorstr
+from utils.loss_readback import LossReadback
+from utils.metrics import fitness
+from utils.plots import plot_images
+from utils.torch_utils import EarlyStopping, de_parallel
+
+CLIP_NORM = 10.0  # gradient norm clip, as the official trainer
+
+
+class HookBase:
+    """Something done at fixed points of training. TrainLoop sets ``self.loop`` before the first call; a hook reads
+    the run's parts (``loop.parts``) and the loop's state (``loop.epoch``, ``loop.iter``, ``loop.ni``, ``loop.results``,
+    ...) from it.
+
+    The contract, per call, in the order the loop makes them (each hook in the order it was registered):
+    * before_train(): once, before the first epoch (after a resume: before the first resumed epoch).
+    * before_epoch(): at the start of each epoch, before its first batch is loaded; may change what the epoch's
+      loader yields (the --image-weights resampling does).
+    * before_step() / after_step(): around each run_step(); after_step sees the step's batch (``loop.imgs`` as the
+      model got them, ``loop.targets``, ``loop.paths``) and ``loop.losses_read`` (the epoch's mean loss items when
+      this step read the losses back, else None).
+    * after_epoch(): after the epoch's last step and the epoch's lr update, with ``loop.lrs`` the group lrs the
+      epoch ended with and ``loop.final_epoch`` telling whether training ends here unless told otherwise.
+    * after_train(): once, after the last epoch, only when training ended normally (not on an exception).
+    A hook stops training with ``loop.request_stop()``: the current epoch finishes (its after_epoch calls included),
+    then after_train runs. Under DDP rank 0's request decides for every rank.
+    """
+    loop = None
+
+    def before_train(self):
+        pass
+
+    def before_epoch(self):
+        pass
+
+    def before_step(self):
+        pass
+
+    def after_step(self):
+        pass
+
+    def after_epoch(self):
+        pass
+
+    def after_train(self):
+        pass
+
+
+class TrainLoop:
+    """Runs the epochs of a run over TrainingParts and calls its hooks. run_step() is one iteration: forward, loss,
+    loss read-back, backward, and every `accumulate` iterations an optimizer step and an EMA update."""
+
+    def __init__(self, parts, hooks=()):
+        self.parts = parts
+        state = parts.state
+        self.epochs, self.start_epoch = parts.epochs, state.start_epoch
+        self.epoch, self.iter = state.start_epoch, 0  # the current epoch, and the batch index within it
+        self.nb = len(parts.train_loader)  # batches per epoch
+        self.last_opt_step = state.last_opt_step
+        self.readback = LossReadback(parts.device)
+        self.mloss = np.zeros(3)  # the epoch's mean box, obj, cls loss as last read back
+        self.losses_read = None  # mloss when this step read the losses back, else None
+        self.imgs = self.targets = self.paths = None  # the current step's batch, for after_step hooks
+        self.lrs = []  # group lrs at the end of the epoch (results.csv x/lr0..2)
+        self.results = (0, 0, 0, 0, 0, 0, 0)  # P, R, mAP50, mAP50-95, val box, obj, cls
+        self.maps = state.maps if state.maps is not None else np.zeros(parts.nc)  # per-class mAP50-95
+        self.fitness = 0.0  # this epoch's
+        self.best_fitness, self.best_epoch = state.best_fitness, state.best_epoch
+        self.final_epoch = False
+        self.stop_possible = False  # an early stop may come after the next epoch (it is then validated)
+        self._stop_requested = False
+        self._hooks = []
+        self.register_hooks(hooks)
+
+    @property
+    def ni(self):
+        """Integrated iteration: batches since the start of training."""
+        return self.iter + self.nb * self.epoch
+
+    def register_hooks(self, hooks):
+        for h in hooks:
+            if h is not None:
+                h.loop = self
+                self._hooks.append(h)
+
+    def request_stop(self):
+        self._stop_requested = True
+
+    def _call(self, name):
+        for h in self._hooks:
+            getattr(h, name)()
+
+    # ------------------------------------------------------------------------------------------------ the loop
+    def train(self):
+        """Train from start_epoch to epochs (or an earlier stop); returns the final results tuple."""
+        self._call("before_train")
+        for self.epoch in range(self.start_epoch, self.epochs):
+            self._call("before_epoch")
+            self.run_epoch()
+            self.lrs = [float(g["lr"]) for g in self.parts.optimizer.param_groups]
+            set_param_groups(self.parts.optimizer, self.parts.schedule.epoch_lrs(self.epoch + 1))  # the lr step
+            self.final_epoch = self.epoch + 1 == self.epochs or self.stop_possible
+            self._call("after_epoch")
+            if broadcast_flag(self.parts.dist, self._stop_requested, self.parts.device):  # rank 0's decision, everywhere
+                break
+        self._call("after_train")
+        return self.results
+
+    def run_epoch(self):
+        p = self.parts
+        p.model.train()
+        sampler = getattr(p.train_loader, "sampler", None)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(self.epoch)  # a fresh, epoch-seeded shuffle: the same order after a resume
+        self.mloss = np.zeros(3)
+        self.readback.reset()
+        p.optimizer.zero_grad()
+        for self.iter, batch in enumerate(p.train_loader):
+            self._call("before_step")
+            self.run_step(batch)
+            self._call("after_step")
+
+    def run_step(self, batch):
+        """One iteration on batch (uint8 images, targets, paths, shapes) at (self.epoch, self.iter)."""
+        p, ni = self.parts, self.ni
+        imgs, targets, paths, _ = batch
+        imgs = backend.to_device(imgs, p.device).float() / 255
+        if p.precision.channels_last:
+            imgs = backend.to_channels_last(imgs)
+        settings = p.schedule.at(ni, self.epoch)
+        if p.schedule.in_warmup(ni):
+            set_param_groups(p.optimizer, settings.lrs, settings.momentum)
+        if p.multi_scale:
+            imgs = random_rescale(imgs, p.imgsz, p.gs)
+        with backend.autocast(p.device, enabled=p.precision.autocast, dtype=p.precision.dtype):
+            pred = p.model(imgs)
+            loss, loss_items = p.compute_loss(pred, backend.to_device(targets, p.device))
+        if p.dist.distributed:
+            loss = loss * p.dist.world_size  # DDP averages gradients over ranks; the loss is a per-rank sum
+        if p.quad:
+            loss = loss * 4.0
+        self.losses_read = None
+        self.readback.add(self.iter, loss_items, loss)  # on the device
+        if self.readback.due(self.iter, self.nb):  # SYNC: the host waits for the device, every `interval` steps only
+            bad = self.readback.read()
+            if bad is not None:  # the first non-finite step, exactly, even if it was a few steps ago
+                raise NonFiniteLossError(self.epoch, *bad)
+            self.mloss = self.losses_read = self.readback.mean
+        p.scaler.scale(loss).backward()
+        if ni - self.last_opt_step >= settings.accumulate:
+            self.optimizer_step()
+            self.last_opt_step = ni
+        self.imgs, self.targets, self.paths = imgs, targets, paths
+
+    def optimizer_step(self):
+        p = self.parts
+        p.scaler.unscale_(p.optimizer)
+        backend.clip_grad_norm_(p.model.parameters(), CLIP_NORM, fused=p.fused_clip)
+        p.scaler.step(p.optimizer)
+        p.scaler.update()
+        p.optimizer.zero_grad()
+        if p.ema is not None:
+            p.ema.update(p.model)
+
+
+def random_rescale(imgs, imgsz, gs):
+    """--multi-scale: resize the batch to a random size in [0.5, 1.5] x imgsz (a multiple of the grid size)."""
+    sz = random.randrange(int(imgsz * 0.5), int(imgsz * 1.5) + gs) // gs * gs
+    sf = sz / max(imgs.shape[2:])
+    if sf != 1:
+        ns = [math.ceil(x * sf / gs) * gs for x in imgs.shape[2:]]
+        imgs = F.interpolate(imgs, size=ns, mode="bilinear", align_corners=False)
+    return imgs
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Hooks, in the order default_hooks() registers them
+class SafePointHook(HookBase):
+    """Ctrl-C / SIGTERM stop training here (utils/signals.py): between steps and before each epoch, never in the
+    middle of a step or a checkpoint save."""
+
+    def before_epoch(self):
+        signals.check()  # a stop during set-up or after the last save lands here
+
+    def after_step(self):
+        signals.check()
+
+
+class ImageWeightsHook(HookBase):
+    """--image-weights: each epoch draws its images favouring classes with a low validation mAP."""
+
+    def before_epoch(self):
+        p = self.loop.parts
+        resample_by_image_weights(p.dataset, p.nc, self.loop.maps)
+
+
+class ProgressHook(HookBase):
+    """The start-up lines, one progress bar per epoch with the running mean losses, the closing line."""
+
+    def __init__(self):
+        self.bar, self.t0 = None, 0.0
+
+    def before_train(self):
+        p = self.loop.parts
+        self.t0 = time.time()
+        LOGGER.info(f"Image sizes {p.imgsz} train, {p.imgsz} val\n"
+                    f"Using {getattr(p.train_loader, 'num_workers', p.opt.workers)} dataloader workers\n"
+                    f"Logging results to {colorstr('bold', p.run.save_dir)}\nStarting training for "
+                    f"{self.loop.epochs} epochs...")
+
+    def before_epoch(self):
+        LOGGER.info(("\n" + "%11s" * 7) % ("Epoch", "GPU_mem", "box_loss", "obj_loss", "cls_loss", "Instances", "Size"))
+        self.bar = tqdm(total=self.loop.nb, bar_format="{l_bar}{bar:10}{r_bar}")
+
+    def after_step(self):
+        loop = self.loop
+        if loop.losses_read is not None:
+            mem = f"{backend.memory_reserved_gb(loop.parts.device):.3g}G"
+            self.bar.set_description(("%11s" * 2 + "%11.4g" * 5) % (f"{loop.epoch}/{loop.epochs - 1}", mem, *loop.mloss,
+                                                                     loop.targets.shape[0], loop.imgs.shape[-1]))
+        self.bar.update(1)
+
+    def after_epoch(self):
+        self.bar.close()
+
+    def after_train(self):
+        hours = (time.time() - self.t0) / 3600
+        LOGGER.info(f"\n{self.loop.epoch - self.loop.start_epoch + 1} epochs completed in {hours:.3f} hours.")
+
+
+class TrainBatchPlotHook(HookBase):
+    """train_batch0-2.jpg: the first three batches as the model saw them."""
+
+    def after_step(self):
+        loop = self.loop
+        if loop.ni < 3:
+            f = loop.parts.run.save_dir / f"train_batch{loop.ni}.jpg"
+            try:
+                plot_images(loop.imgs, loop.targets, loop.paths, f)
+            except Exception as e:  # plots never stop a training
+                LOGGER.warning(f"WARNING ⚠️ {f.name} not plotted: {e}")
+
+
+def validate(parts, model, plots=False, **kw):
+    """(P, R, mAP50, mAP50-95, val box, obj, cls) as floats and the per-class mAPs of model on the validation set."""
+    half = parts.precision.autocast and backend.is_cuda(parts.device)  # CPU bf16 autocast keeps fp32 weights
+    results, maps, _ = validate_model(model, parts.val_loader, parts.data, single_cls=parts.opt.single_cls, half=half,
+                                      compute_loss=parts.compute_loss, save_dir=parts.run.save_dir, plots=plots,
+                                      **kw)  # leaves the model in fp32, where the EMA averages
+    return tuple(float(x) for x in results), np.asarray(maps, dtype=np.float64)
+
+
+class ValidationHook(HookBase):
+    """Each epoch (only the final one with --noval): the EMA validated, fitness and the best epoch so far."""
+
+    def after_epoch(self):
+        loop, p = self.loop, self.loop.parts
+        p.ema.update_attr(de_parallel(p.model), include=["yaml", "nc", "hyp", "names", "stride", "class_weights"])
+        if not p.opt.noval or loop.final_epoch:
+            loop.results, loop.maps = validate(p, p.ema.ema)
+        loop.fitness = float(fitness(np.asarray(loop.results, dtype=np.float64)))
+        if loop.fitness > loop.best_fitness:
+            loop.best_fitness, loop.best_epoch = loop.fitness, loop.epoch
+
+
+class EarlyStopHook(HookBase):
+    """Stop after `patience` epochs without a better fitness (--patience; 0 never stops)."""
+
+    def __init__(self, patience):
+        self.stopper = EarlyStopping(patience=patience)
+
+    def before_train(self):
+        self.stopper.best_fitness, self.stopper.best_epoch = self.loop.best_fitness, self.loop.best_epoch
+
+    def after_epoch(self):
+        loop = self.loop
+        if self.stopper(epoch=loop.epoch, fitness=loop.fitness):
+            loop.request_stop()
+        loop.stop_possible = self.stopper.possible_stop
+
+
+class ResultsLogHook(HookBase):
+    """One results.csv row per epoch (and TensorBoard / NDJSON). A resumed run first drops the rows of epochs its
+    checkpoint does not hold (killed between the row and the save)."""
+
+    def __init__(self, loggers):
+        self.loggers = loggers
+
+    def before_train(self):
+        if self.loop.parts.state.resumed:
+            self.loggers.truncate_csv(self.loop.start_epoch)
+
+    def after_epoch(self):
+        loop = self.loop
+        self.loggers.on_fit_epoch_end(list(loop.mloss) + list(loop.results) + loop.lrs, loop.epoch)
+
+
+def save_ckpt(ckpt, path):
+    """Atomic save with a clear message for a full disk or an unwritable folder."""
+    try:
+        save_checkpoint(ckpt, path)
+    except OSError as e:
+        raise TrainingError(f"Could not write checkpoint {path}: {e.strerror or e} "
+                            "(disk full or folder not writable?); the previous checkpoint is unchanged.") from e
+
+
+def checkpoint_contents(loop):
+    """The ultralytics checkpoint of the epoch that just ended, with this project's exact-resume state
+    (utils/checkpoint/training.py). RNG states are taken now, after the epoch's validation."""
+    p = loop.parts
+    extra = {"best_epoch": loop.best_epoch, "scaler": p.scaler.state_dict(), "last_opt_step": loop.last_opt_step,
+             "maps": loop.maps, "rng": get_rng_states(), "hyp": p.hyp, "names": p.names, "nc": p.nc}
+    return training_checkpoint(loop.epoch, de_parallel(p.model), p.ema, p.optimizer, p.opt, p.opt_hyp,
+                               loop.best_fitness, extra)
+
+
+class CheckpointHook(HookBase):
+    """last.pt each epoch, best.pt when the fitness is the best so far, epochN.pt every --save-period epochs
+    (--nosave: the final epoch only)."""
+
+    def after_epoch(self):
+        loop, p = self.loop, self.loop.parts
+        opt, run = p.opt, p.run
+        if opt.nosave and not (loop.final_epoch and not opt.evolve):
+            return
+        ckpt = checkpoint_contents(loop)
+        save_ckpt(ckpt, run.last)
+        if loop.best_fitness == loop.fitness:
+            save_ckpt(ckpt, run.best)
+        if opt.save_period > 0 and loop.epoch % opt.save_period == 0:
+            save_ckpt(ckpt, run.weights / f"epoch{loop.epoch}.pt")
+
+
+class FinishHook(HookBase):
+    """Once training ends: last.pt and best.pt stripped as the official trainer does it, best.pt validated with plots
+    and per-class figures (these become the run's results), results.png, the closing line."""
+
+    def after_train(self):
+        loop, p = self.loop, self.loop.parts
+        opt, run = p.opt, p.run
+        for f in (run.last, run.best):
+            signals.check()
+            if f.exists():
+                strip_optimizer(f, save=save_ckpt)
+                if f == run.best and not opt.evolve:
+                    LOGGER.info(f"\nValidating {f}...")
+                    model = attempt_load(f, p.device, fuse=True)
+                    loop.results, _ = validate(p, model, plots=not opt.noplots, verbose=True,
+                                               iou_thres=0.65 if p.is_coco else 0.60, save_json=p.is_coco)
+        if p.loggers is not None:
+            p.loggers.on_train_end(plots=not opt.noplots)
+        LOGGER.info(f"Results saved to {colorstr('bold', run.save_dir)}")
+
+
+def default_hooks(parts):
+    """The hooks of a train.py run. Every process stops at the safe points; the main process alone validates, logs
+    and saves. Order matters: validation before early stop, the results.csv row before the checkpoint (a resume
+    trims rows its checkpoint lacks, never the reverse), checkpoints before the final evaluation strips them."""
+    opt = parts.opt
+    hooks = [SafePointHook(), ImageWeightsHook() if opt.image_weights else None]
+    if not parts.dist.is_main:
+        return [h for h in hooks if h is not None]
+    hooks += [ProgressHook(), None if opt.noplots else TrainBatchPlotHook(), ValidationHook(),
+              EarlyStopHook(opt.patience), ResultsLogHook(parts.loggers) if parts.loggers is not None else None,
+              CheckpointHook(), FinishHook()]
+    return [h for h in hooks if h is not None]
