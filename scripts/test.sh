@@ -2,6 +2,8 @@
 # Runs the test suite once per backend, each in its own environment. Extra arguments go to pytest.
 #   scripts/test.sh                 both backends, side by side (one core each), logs printed when both end
 #   scripts/test.sh torch [-k x]    one backend, in the foreground
+#   scripts/test.sh torch tests/test_loss.py -m "not slow"    paths and options go to pytest as they are
+# pytest.ini holds the configuration (test paths, markers, the per-test timeout).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 backends="${1:-torch oneflow}"
@@ -9,7 +11,7 @@ backends="${1:-torch oneflow}"
 
 run_suite() {  # $1 = backend, rest = pytest args
     local b=$1; shift
-    YOLO_BACKEND=$b ".venv-$b/bin/python" -m pytest tests -q -p no:cacheprovider "$@"
+    YOLO_BACKEND=$b ".venv-$b/bin/python" -m pytest -q "$@"  # no path given: pytest.ini's testpaths
 }
 
 if [ "$(echo $backends | wc -w)" -eq 1 ]; then

@@ -20,11 +20,6 @@ if not (Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi")):
 SHARED = Path(os.environ.get("YOLO_SHARED_DIR", ROOT.parent / "shared"))
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: runs whole train.py/val.py/detect.py/export.py subprocesses "
-                                       "(deselect with -m 'not slow')")
-
-
 @pytest.fixture(scope="session")
 def root_dir():
     return ROOT
