@@ -85,7 +85,7 @@ def parse_opt(known=False, args=None):
     parser.add_argument("--artifact_alias", type=str, default="latest", help="Version of dataset artifact to use")
     parser.add_argument("--ndjson-console", action="store_true", help="Log ndjson to console")
     parser.add_argument("--ndjson-file", action="store_true", help="Log ndjson to file")
-    # This project's speed-ups (see issue 6): fused CIoU in the loss, fused EMA/optimizer updates.
+    # This project's speed-ups: fused CIoU in the loss, fused EMA/optimizer updates.
     parser.add_argument("--bbox_iou_optim", action="store_true", help="fused bbox_iou (CIoU) in the loss")
     parser.add_argument("--multi_tensor_optimizer", action="store_true", help="fused multi-tensor EMA and optimizer update")
     parser.add_argument("--amp", action="store_true", default=None, help="mixed precision (CUDA: fp16, the default; "

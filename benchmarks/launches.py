@@ -13,8 +13,8 @@ the CPU and needs no GPU: where this project's code takes another branch on CUDA
 * --multi_tensor_optimizer: the optimizer runs with fused=True (PyTorch's fused SGD, what optimizer_kwargs picks on
   CUDA; one multi-tensor op per parameter group), the EMA with its foreach ops.
 The official step (benchmarks/official_step.py) runs in a subprocess with the official checkout's Python, so the two
-codebases' `models` and `utils` packages never meet; it is counted with PyTorch's CPU defaults (the figures of
-issue 16) and with the defaults PyTorch takes for CUDA tensors (foreach clip and SGD: what a GPU run does).
+codebases' `models` and `utils` packages never meet; it is counted with PyTorch's CPU defaults (the official
+trainer's own CPU run) and with the defaults PyTorch takes for CUDA tensors (foreach clip and SGD: what a GPU run does).
 
 --json writes the per-stage figures plus the totals official_launches (CPU defaults), official_launches_cuda,
 project_launches (flags on), project_plain_launches and project_sync_points.

@@ -3,7 +3,6 @@ at import."""
 import logging
 import math
 import os
-import re
 import time
 from pathlib import Path
 
@@ -121,10 +120,6 @@ def _claim_dir(path, exist_ok, sep):
         raise RunDirError(f"Run folder {candidate} is not writable: cannot create it ({e.strerror or e}). Choose a "
                           "writable --project (or another --name).") from e
     raise RunDirError(f"{path}, {path}{sep}2 ... {path}{sep}9999 all exist: choose another --project or --name.")
-
-
-def clean_str(s):
-    return re.sub(pattern="[|@#!¡·$€%&()=?¿^*;:,¨´><+]", repl="_", string=s)
 
 
 # ----------------------------------------------------------------------------------------------------------------

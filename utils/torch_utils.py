@@ -5,7 +5,6 @@ Framework calls go through utils.backend (the multi-tensor EMA update and optimi
 nothing here branches on the backend.
 """
 import math
-import time
 from copy import deepcopy
 
 import numpy as np
@@ -18,13 +17,6 @@ from utils.model_stats import count_flops, fuse_conv_and_bn, model_summary  # no
 
 # ----------------------------------------------------------------------------------------------------------------
 # Small helpers
-def time_sync():
-    """time.time() after waiting for pending CUDA work, so timings measure the work and not its launch."""
-    if backend.cuda_available():
-        torch.cuda.synchronize()
-    return time.time()
-
-
 def is_parallel(model):
     return type(model).__name__ in ("DataParallel", "DistributedDataParallel")
 
