@@ -10,8 +10,7 @@ from utils.autoanchor import check_anchors
 from utils.autobatch import check_train_batch_size
 from utils.dataloaders import create_dataloader
 from utils.dataset_config import check_dataset
-from utils.distributed import DistContext
-from utils.distributed import ddp, probe
+from utils.distributed import DistContext, ddp, probe
 from utils.distributed.collectives import main_process_first
 from utils.engine.class_weights import labels_to_class_weights
 from utils.engine.errors import TrainingError
