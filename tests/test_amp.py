@@ -68,6 +68,7 @@ def test_loss_is_computed_in_fp32_from_low_precision_maps():
     np.testing.assert_allclose(to_numpy(items16), to_numpy(items32), rtol=2e-2)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not IS_TORCH or not backend.cpu_has_native_bf16(), reason="needs a CPU with native bf16")
 def test_train_with_amp_on_the_cpu(tmp_path, monkeypatch):
     """train.py --amp on this CPU: bf16 autocast with channels_last input, no loss scaler, finite losses."""

@@ -9,9 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_speed_benchmark_writes_every_section(tmp_path):
     out = tmp_path / "speed.json"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "speed.py"), "--device", "cpu", "--small", "--img", "64",

@@ -28,6 +28,7 @@ N_TRAIN = 8
 OFFICIAL = ROOT.parent / "shared" / "weights" / "yolov5n.pt"  # a single-process (ultralytics) checkpoint
 CRASH_LIMIT_S = 240  # start-up (two framework imports on a busy 2-core machine) + one epoch + detection
 RUN_TIMEOUT_S = 420
+pytestmark = pytest.mark.slow  # every test here runs launcher processes
 
 
 def _make_dataset(root, n_train=N_TRAIN, n_val=4, size=64, seed=0):

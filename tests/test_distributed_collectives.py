@@ -47,6 +47,7 @@ print(json.dumps({"rank": ctx.rank, "flags": flags}), flush=True)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not IS_TORCH, reason="two plain processes with a gloo group: OneFlow needs its own launcher "
                                          "(covered by tests/test_ddp.py)")
 def test_two_ranks_follow_rank_0(tmp_path):

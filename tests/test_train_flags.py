@@ -35,6 +35,7 @@ def _rows(csv):
     return read_results_csv(csv)
 
 
+@pytest.mark.slow
 def test_flag_set_one(data, tmp_path):
     """--cos-lr --label-smoothing --optimizer AdamW --freeze --save-period --single-cls --multi-scale
     --image-weights --cache ram --noautoanchor --seed --bbox_iou_optim --multi_tensor_optimizer --workers 0."""
@@ -59,6 +60,7 @@ def test_flag_set_one(data, tmp_path):
     assert not (d / "labels.jpg").exists()  # --noplots
 
 
+@pytest.mark.slow
 def test_flag_set_two(data, tmp_path):
     """--rect --quad --nosave --noval --optimizer Adam --cache disk --hyp --exist-ok --patience."""
     hyp = Path(__file__).resolve().parents[1] / "data/hyps/hyp.scratch-high.yaml"
@@ -79,6 +81,7 @@ def test_flag_set_two(data, tmp_path):
     assert len(_rows(d / "results.csv")) == 1  # a new run, not appended
 
 
+@pytest.mark.slow
 def test_evolve(data, tmp_path):
     _ok(run_train(_base(data, tmp_path, epochs=1) + ["--evolve", "2", "--noplots", "--workers", "0"]))
     d = tmp_path / "exp"

@@ -28,6 +28,7 @@ def small_shapes(tmp_path_factory):
     return root / "data.yaml"
 
 
+@pytest.mark.slow
 def test_shapes_small_learns(small_shapes, tmp_path):
     from utils.loggers import read_results_csv
     # 128 images at 128 px, batch 16 (accumulate 4, as in the full run): 200 iterations, twice the official

@@ -31,6 +31,7 @@ def _ok(r):
     return r
 
 
+@pytest.mark.slow
 def test_outputs_of_a_default_run(data, tmp_path):
     """Plots on, 2 workers: every file of an ultralytics run folder, stripped final checkpoints."""
     r = _ok(run_train(_base(data, tmp_path) + ["--workers", "2"]))

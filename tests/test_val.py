@@ -133,6 +133,7 @@ def test_tta_descale_and_scale_img():
     assert y[0, 0, 90, 120] == pytest.approx(0.447) and y[0, 0, 10, 10] == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_val_cli_prints_all_line_and_augment_runs(small_set, yolov5n_pt, tmp_path):
     yaml_file, n_labels = small_set
     cmd = [sys.executable, "val.py", "--weights", str(yolov5n_pt), "--data", str(yaml_file), "--img", "160",
@@ -147,6 +148,7 @@ def test_val_cli_prints_all_line_and_augment_runs(small_set, yolov5n_pt, tmp_pat
     assert "Speed:" in out and "Class     Images  Instances" in out
 
 
+@pytest.mark.slow
 def test_coco128_parity_with_official(coco128_dir, yolov5n_pt, tmp_path):
     """REFERENCE.md: official val.py --img 640 --batch 32 --conf 0.001 --iou 0.6 gives P 0.634, R 0.480, mAP50 0.544,
     mAP50-95 0.350. R and both mAPs are held to 0.005. P is held to 0.02: it is read where the smoothed mean F1 peaks,
