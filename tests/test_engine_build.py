@@ -66,6 +66,7 @@ def test_build_a_new_run(data, tmp_path, monkeypatch):
     assert parts.run.last == tmp_path / "exp" / "weights" / "last.pt" and parts.run.weights.is_dir()
 
 
+@pytest.mark.slow  # trains one epoch on real images, then builds the resumed run
 def test_build_a_resumed_run(data, tmp_path):
     import train
     from utils.checkpoint import load_checkpoint

@@ -65,6 +65,9 @@ def _train(root, flags, batches):
     return np.array(losses), ema_w
 
 
+pytestmark = pytest.mark.slow  # 50 training iterations per variant
+
+
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
     """One intra-op thread: on a shared 2-core machine OpenMP's spinning threads make this ~50x slower."""
