@@ -14,6 +14,8 @@ import yaml
 
 from utils.backend import no_grad, torch
 
+pytestmark = pytest.mark.slow  # 50 training iterations per variant
+
 ITERS = 50
 
 
@@ -63,9 +65,6 @@ def _train(root, flags, batches):
         ema_w = np.concatenate([v.detach().numpy().ravel() for v in ema.ema.state_dict().values()
                                 if v.dtype.is_floating_point])
     return np.array(losses), ema_w
-
-
-pytestmark = pytest.mark.slow  # 50 training iterations per variant
 
 
 @pytest.fixture(scope="module", autouse=True)
