@@ -12,6 +12,7 @@ from utils.model_stats import model_summary
 # differs from REFERENCE.md: fused yolov5x prints 205.4 GFLOPs in the official code at /work/ref (ultralytics-thop
 # 2.2.3, which counts no conv biases: 205.448 exactly); REFERENCE.md's 205.5 came from a thop that counted the
 # Detect biases (+0.004).
+
 BIG = 30_000_000  # parameters: building (and FLOP-counting) such a model takes 10-30 s under OneFlow: the slow tier
 OFFICIAL = {
     "n": ((214, 1872157, 4.6), (157, 1867405, 4.5)),
