@@ -88,7 +88,7 @@ def build_training(opt, hyp, device, dist=None):
     probe.attach(model, train_loader, dist)
 
     if ckpt is not None:
-        restore_rng(ckpt)  # ORDER: last, see restore_rng
+        restore_rng(ckpt, name=opt.weights)  # ORDER: last, see restore_rng
     return TrainingParts(
         model=model, optimizer=optimizer, compute_loss=compute_loss, train_loader=train_loader, schedule=schedule,
         device=device, epochs=opt.epochs, ema=ema, scaler=scaler,
