@@ -1,7 +1,7 @@
 """Train a YOLOv5 model on a detection dataset, on OneFlow or PyTorch (YOLO_BACKEND=oneflow|torch).
 
 Usage - single process (CPU or one GPU):
-    $ python train.py --data data/shapes.yaml --cfg yolov5n.yaml --weights '' --img 256 --epochs 30
+    $ python train.py --data data/shapes.yaml --cfg yolov5n.yaml --weights '' --img 256 --epochs 30 --allow-download-scripts
     $ python train.py --data coco128.yaml --weights ../shared/weights/yolov5n.pt --img 320 --epochs 3
     $ python train.py --resume                      # continue the most recent run from its last.pt
 Usage - DDP (one process per GPU; --batch-size is the total):
@@ -91,6 +91,8 @@ def parse_opt(known=False, args=None):
     parser.add_argument("--amp", action="store_true", default=None, help="mixed precision (CUDA: fp16, the default; "
                         "CPU: bf16 where native)")
     parser.add_argument("--no-amp", dest="amp", action="store_false", help="train in fp32, also on CUDA")
+    parser.add_argument("--allow-download-scripts", action="store_true",
+                        help="let the data YAML's shell/Python 'download:' run (as YOLO_ALLOW_DOWNLOAD_SCRIPTS=1)")
     return parser.parse_known_args(args)[0] if known else parser.parse_args(args)
 
 

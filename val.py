@@ -53,7 +53,8 @@ def save_one_txt(predn, save_conf, shape, file):
 def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou_thres=0.6, max_det=300, task="val",
         device="", workers=8, single_cls=False, augment=False, verbose=False, save_txt=False, save_hybrid=False,
         save_conf=False, save_json=False, project=ROOT / "runs/val", name="exp", exist_ok=False, half=False,
-        dnn=False, model=None, dataloader=None, save_dir=Path(""), plots=True, callbacks=None, compute_loss=None):
+        dnn=False, model=None, dataloader=None, save_dir=Path(""), plots=True, callbacks=None, compute_loss=None,
+        allow_download_scripts=False):
     """Validate; returns ((P, R, mAP50, mAP50-95, *val losses), per-class mAP50-95 array, per-image ms (pre, inf, nms)).
     With model= and dataloader= (the ultralytics trainer's call) an in-memory model is validated into save_dir."""
     kw = dict(single_cls=single_cls, plots=plots, verbose=verbose, conf_thres=conf_thres, iou_thres=iou_thres,
@@ -72,7 +73,7 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
     if not (pt or model.jit):  # exported files hold one input shape: square images one at a time, as ultralytics
         batch_size = 1
         LOGGER.info(f"Forcing --batch-size 1 square inference (1,3,{imgsz},{imgsz}) for non-PyTorch models")
-    data = check_dataset(data)
+    data = check_dataset(data, allow_scripts=allow_download_scripts)
     model.eval()
     nc = 1 if single_cls else int(data["nc"])
     if pt and not single_cls:  # the class count is checked where the model yaml is at hand (.pt), as ultralytics
@@ -122,6 +123,8 @@ def parse_opt(argv=None):
     parser.add_argument("--exist-ok", action="store_true", help="existing project/name ok, do not increment")
     parser.add_argument("--half", action="store_true", help="use FP16 half-precision inference")
     parser.add_argument("--dnn", action="store_true", help="accepted for compatibility; ignored")
+    parser.add_argument("--allow-download-scripts", action="store_true",
+                        help="let the data YAML's shell/Python 'download:' run (as YOLO_ALLOW_DOWNLOAD_SCRIPTS=1)")
     opt = parser.parse_args(argv)
     opt.save_json |= str(opt.data).endswith("coco.yaml")
     opt.save_txt |= opt.save_hybrid

@@ -80,13 +80,13 @@ def test_missing_data_names_the_folder_and_download_runs_only_when_missing(tmp_p
         check_dataset({"path": str(root), "train": "images", "val": "images", "names": ["a"],
                        "download": "https://127.0.0.1:9/none.zip"})
     assert "download failed" in str(e.value) and str(root) in str(e.value)
-    # Python download code runs once, when the data is missing
+    # Python download code (allowed here) runs once, when the data is missing
     code = ("from pathlib import Path\n(Path(yaml['path']) / 'images').mkdir(parents=True)\n"
             "(Path(yaml['path']) / 'ran.txt').write_text('x' + ((Path(yaml['path']) / 'ran.txt').read_text() "
             "if (Path(yaml['path']) / 'ran.txt').exists() else ''))\n")
     spec = {"path": str(root), "train": "images", "val": "images", "names": ["a"], "download": code}
-    check_dataset(spec)
-    check_dataset(spec)  # data present now: not run again (mkdir would fail)
+    check_dataset(spec, allow_scripts=True)
+    check_dataset(spec, allow_scripts=True)  # data present now: not run again (mkdir would fail)
     assert (root / "ran.txt").read_text() == "x"
 
 
@@ -96,7 +96,7 @@ def test_shapes_yaml_generates_offline_and_is_learnable_shape(tmp_path):
         spec = yaml.safe_load(f)
     spec["path"] = str(tmp_path / "shapes")
     spec["download"] = spec["download"].replace("n_train=300, n_val=60", "n_train=16, n_val=4")
-    d = check_dataset(spec)
+    d = check_dataset(spec, allow_scripts=True)  # Python code: runs only with consent (tests/test_data_download.py)
     assert d["nc"] == 6
     ds = LoadImagesAndLabels(d["train"], img_size=128, batch_size=4)
     assert len(ds) == 16 and ds.scan_results[3] == 0  # nothing corrupt

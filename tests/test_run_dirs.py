@@ -141,3 +141,42 @@ def test_two_concurrent_trainings_get_two_folders(tmp_path):
         assert (tmp_path / "runs" / run / "weights" / "last.pt").is_file()
     logged = sorted(next(ln for ln in o.splitlines() if "Logging results to" in ln) for o in outs)
     assert logged[0] != logged[1], logged
+
+
+def test_run_start_removes_temporary_files_of_dead_savers_only(tmp_path):
+    """A process killed while saving a checkpoint leaves last.pt.<host>.<pid>.tmp; the next start or resume in that
+    run folder removes it, but keeps the temporary file of a live writer (this process) and anything else."""
+    import signal
+
+    import train
+    from utils.atomic_files import temp_path_for
+    from utils.distributed import DistContext
+    from utils.engine.hyp import load_hyp
+    from utils.engine.run_folder import prepare_run_folder
+
+    weights = tmp_path / "exp" / "weights"
+    weights.mkdir(parents=True)
+    (weights / "last.pt").write_bytes(b"the previous checkpoint")
+    saver = subprocess.Popen(  # a save that gets SIGKILLed half way
+        [sys.executable, "-c", "import sys, time\nfrom utils.checkpoint.zip_writer import atomic_write\n"
+         "def write(f):\n    f.write(b'half a checkpoint'); f.flush(); print('writing', flush=True); time.sleep(60)\n"
+         f"atomic_write({str(weights / 'last.pt')!r}, write)\n"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True)
+    assert saver.stdout.readline().strip() == "writing"
+    saver.send_signal(signal.SIGKILL)
+    saver.wait()
+    dead = weights / temp_path_for(weights / "last.pt").name.replace(f".{os.getpid()}.", f".{saver.pid}.")
+    assert dead.read_bytes() == b"half a checkpoint"
+    live = temp_path_for(weights / "best.pt")  # this process: a save in progress
+    live.write_bytes(b"being written")
+    other = weights / "notes.tmp"
+    other.write_text("not a temporary file of a save")
+
+    opt = train.parse_opt(True, args=["--cfg", "yolov5n.yaml", "--weights", "", "--device", "cpu"])
+    opt.save_dir = str(tmp_path / "exp")
+    for resume in (True, False):  # on resume and on a new start (--exist-ok) alike
+        opt.resume = resume
+        prepare_run_folder(opt, load_hyp(opt.hyp), DistContext())
+        assert not dead.exists() and live.exists() and other.exists()
+        assert (weights / "last.pt").read_bytes() == b"the previous checkpoint"
+        dead.write_bytes(b"again")

@@ -267,3 +267,20 @@ def test_coco128_onnx_map_equals_pt(coco128_dir, exported_160, tmp_path):
     assert m, out[-3000:]
     map50, map_ = float(m.group(3)), float(m.group(4))
     assert abs(map50 - 0.542) <= 0.005 and abs(map_ - 0.348) <= 0.005, out[-1500:]
+
+
+@pytest.mark.slow
+def test_model_and_data_class_counts_differ_is_one_line(small_set, yolov5n_pt, tmp_path):
+    """yolov5n.pt has 80 classes; a data YAML naming 2 stops val.py with one line naming the weights (exit 1)."""
+    from utils.backend import BACKEND
+    yaml_file, _ = small_set
+    two = tmp_path / "two.yaml"
+    two.write_text(f"path: {yaml_file.parent}\ntrain: images\nval: images\nnames: [a, b]\n")
+    env = {**os.environ, "YOLO_BACKEND": BACKEND, "YOLO_QUIET": "1", "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "val.py", "--weights", str(yolov5n_pt), "--data", str(two), "--img", "64",
+                        "--device", "cpu", "--project", str(tmp_path / "runs")], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    lines = [ln for ln in p.stderr.splitlines() if "trained on different --data" in ln]
+    assert len(lines) == 1 and str(yolov5n_pt) in lines[0] and "(80 classes)" in lines[0] \
+        and "(2 classes)" in lines[0], p.stderr[-3000:]

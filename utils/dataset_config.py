@@ -1,6 +1,11 @@
 """Dataset YAML handling, as ultralytics reads it: ``path``, ``train``/``val``/``test`` (folder, .txt list, or a list
 of either), ``names`` (dict or list, ``nc`` optional), optional ``download`` (zip URL, ``bash ...`` command or Python
-code) that runs only when the data is missing."""
+code) that runs only when the data is missing.
+
+A data YAML is untrusted input (it comes with a dataset, like a label cache), so its ``download:`` runs code only
+with the user's consent: a zip URL is fetched and extracted as ultralytics does, but a shell command or Python code
+runs only with YOLO_ALLOW_DOWNLOAD_SCRIPTS=1 (or train.py/val.py --allow-download-scripts), and is printed in full
+first. Without consent the user gets one line with the command and the two ways on."""
 import difflib
 import os
 import re
@@ -20,6 +25,11 @@ class DatasetError(UserError, FileNotFoundError):
 
 
 KNOWN_KEYS = {"path", "train", "val", "test", "names", "nc", "download"}
+ALLOW_SCRIPTS_ENV = "YOLO_ALLOW_DOWNLOAD_SCRIPTS"
+
+
+class DownloadScriptRefused(DatasetError):
+    """A shell or Python 'download:' entry was about to run without the user's consent."""
 
 
 def find_yaml(file):
@@ -86,10 +96,11 @@ def _paths_exist(x):
     return all(Path(p).exists() for p in xs)
 
 
-def check_dataset(data, autodownload=True):
+def check_dataset(data, autodownload=True, allow_scripts=False):
     """Read a dataset YAML (path or dict) and return a dict with absolute train/val/test paths, nc and
     names {int: str}. When val is missing, run the YAML's `download` (if any); offline failures raise
-    DatasetError naming the folder to put the data in."""
+    DatasetError naming the folder to put the data in. A shell or Python `download` runs only when allow_scripts
+    or YOLO_ALLOW_DOWNLOAD_SCRIPTS=1 says so (else DownloadScriptRefused)."""
     file = None
     if isinstance(data, (str, Path)):
         if Path(data).is_dir():  # a dataset folder: images/ and labels/ side by side, use it for train and val
@@ -123,6 +134,9 @@ def check_dataset(data, autodownload=True):
         if not s or not autodownload:
             raise DatasetError(f"Dataset not found: {missing} missing. Put the images and labels under {path} "
                                f"(images/ and labels/ side by side), or add a 'download:' entry to {where}.")
+        kind = download_kind(s)
+        if kind != "zip url":
+            _consent_to_script(s, kind, where, path, allow_scripts)
         LOGGER.info(f"{colorstr('data: ')}Dataset not found at {missing}, running the 'download:' entry...")
         try:
             run_download(s, data, path)
@@ -135,10 +149,37 @@ def check_dataset(data, autodownload=True):
     return data
 
 
-def run_download(s, data, path):
-    """Run a YAML 'download:' entry: a .zip URL (extracted into path's parent), 'bash ...' or Python code."""
+def download_kind(s):
+    """'zip url', 'shell' or 'Python': how run_download treats a 'download:' entry (ultralytics' three kinds)."""
     s = str(s).strip()
     if s.startswith(("http://", "https://")) and s.endswith(".zip"):
+        return "zip url"
+    return "shell" if s.startswith("bash ") else "Python"
+
+
+def scripts_allowed(allow_scripts=False):
+    return bool(allow_scripts) or os.environ.get(ALLOW_SCRIPTS_ENV, "") == "1"
+
+
+def _consent_to_script(s, kind, where, path, allow_scripts):
+    """Print a shell/Python entry in full before it runs, or refuse it in one line when nobody opted in."""
+    s = str(s).strip()
+    if scripts_allowed(allow_scripts):
+        LOGGER.warning(f"{colorstr('data: ')}running the {kind} 'download:' entry of {where} "
+                       f"({ALLOW_SCRIPTS_ENV}=1 or --allow-download-scripts):\n{s}")
+        return
+    shown = s.replace("\n", "\\n")  # the whole entry, on the one line of the error
+    raise DownloadScriptRefused(
+        f"{where}: the dataset is missing and its 'download:' entry is {kind} code, which runs only when you allow "
+        f"it: [{shown}]. Read it, then rerun with {ALLOW_SCRIPTS_ENV}=1 (or --allow-download-scripts), or put the "
+        f"data in {path} yourself (images/ and labels/ side by side).")
+
+
+def run_download(s, data, path):
+    """Run a YAML 'download:' entry: a .zip URL (extracted into path's parent), 'bash ...' or Python code. The
+    caller has asked for consent to the last two (check_dataset)."""
+    s = str(s).strip()
+    if download_kind(s) == "zip url":
         import urllib.request
         path.parent.mkdir(parents=True, exist_ok=True)
         zf = path.parent / Path(s).name
@@ -147,9 +188,9 @@ def run_download(s, data, path):
         with zipfile.ZipFile(zf) as z:
             z.extractall(path.parent)
         zf.unlink()
-    elif s.startswith("bash "):
-        subprocess.run(s, shell=True, check=True, cwd=ROOT)  # noqa: S602 (user's own YAML)
+    elif download_kind(s) == "shell":
+        subprocess.run(s, shell=True, check=True, cwd=ROOT)  # noqa: S602 (shown and consented to in check_dataset)
     else:  # Python code, with the dataset dict as `yaml` like ultralytics
         if str(ROOT) not in sys.path:
             sys.path.insert(0, str(ROOT))
-        exec(compile(s, "<download>", "exec"), {"yaml": data, "ROOT": ROOT, "Path": Path, "os": os})  # noqa: S102
+        exec(compile(s, "<download>", "exec"), {"yaml": data, "ROOT": ROOT, "Path": Path, "os": os})  # noqa: S102 (shown and consented to)

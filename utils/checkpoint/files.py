@@ -5,7 +5,7 @@ from utils.checkpoint.encoder import ValueEncoder
 from utils.checkpoint.legacy_yolov5ck import is_legacy_checkpoint, load_legacy_checkpoint
 from utils.checkpoint.materialize import Materializer, use_exact_copies
 from utils.checkpoint.pickle_writer import PickleWriter
-from utils.checkpoint.records import CheckpointError, ModelRecord
+from utils.checkpoint.records import DAMAGED_REMEDY, CheckpointError, ModelRecord
 from utils.checkpoint.torch_reader import read_pytorch_file
 from utils.checkpoint.zip_writer import archive_name, atomic_write, torch_zip_records, write_zip
 
@@ -53,8 +53,8 @@ def _check_zip_complete(path):
         f.seek(max(0, size - 65557))  # the end record lies within the last 22 + 65535 (comment) bytes
         tail = f.read()
     if not any(m in tail for m in _ZIP_END_MAGICS):
-        raise CheckpointError(f"{path}: truncated checkpoint ({size} bytes, no zip end record): the save was "
-                              "interrupted or the copy is incomplete")
+        raise CheckpointError(f"{path} is truncated or not a checkpoint ({size} bytes, no zip end record: the copy or "
+                              f"save did not finish); {DAMAGED_REMEDY}")
 
 
 def load_checkpoint(path, map_location=None, tensors=True, build_models=True):

@@ -18,7 +18,7 @@ import zlib
 
 import numpy as np
 
-from utils.checkpoint.records import CheckpointError, ModelRecord, build_model, from_numpy
+from utils.checkpoint.records import DAMAGED_REMEDY, CheckpointError, ModelRecord, build_model, from_numpy
 
 MAGIC = b"YOLOv5CK"
 TRAILER_MAGIC = b"YOLOv5END"
@@ -50,15 +50,15 @@ def _read_own(path):
         raise CheckpointError(f"{path}: checkpoint format version {version} is newer than this code reads "
                               f"({FORMAT_VERSION}); update the project")
     if len(buf) < HEAD.size + hlen + TRAIL.size:
-        raise CheckpointError(f"{path}: truncated checkpoint ({len(buf)} bytes; header alone needs "
-                              f"{HEAD.size + hlen}): the save was interrupted or the copy is incomplete")
+        raise CheckpointError(f"{path} is truncated ({len(buf)} bytes; its header alone needs {HEAD.size + hlen}): "
+                              f"the copy or save did not finish; {DAMAGED_REMEDY}")
     tmagic, body_len, crc = TRAIL.unpack_from(buf, len(buf) - TRAIL.size)
     if tmagic != TRAILER_MAGIC or body_len != len(buf) - TRAIL.size:
         raise CheckpointError(f"{path}: truncated or corrupt checkpoint (trailer missing or wrong length, file has "
-                              f"{len(buf)} bytes)")
+                              f"{len(buf)} bytes); {DAMAGED_REMEDY}")
     body = memoryview(buf)[:body_len]
     if zlib.crc32(body) & 0xFFFFFFFF != crc:
-        raise CheckpointError(f"{path}: corrupt checkpoint (crc32 mismatch)")
+        raise CheckpointError(f"{path}: corrupt checkpoint (crc32 mismatch); {DAMAGED_REMEDY}")
     try:
         header = json.loads(bytes(buf[HEAD.size:HEAD.size + hlen]).decode("utf-8"))
     except ValueError as e:

@@ -12,6 +12,11 @@ class CheckpointError(UserError, RuntimeError):
     """A checkpoint file that cannot be read: truncated, corrupt, foreign, or holding a forbidden class."""
 
 
+# What to do about a file whose bytes are cut short or damaged (a broken download or copy, a disk fault): the reader
+# cannot repair it, a fresh copy can.
+DAMAGED_REMEDY = "re-download or re-export it"
+
+
 class ModelRecord(dict):
     """A model as plain data: {'class', 'yaml', 'names', 'nc', 'stride', 'hyp', 'training', 'state_dict' (name ->
     np.ndarray), ...}. Every reader returns this type for stored models, so ``attempt_load`` treats all alike."""

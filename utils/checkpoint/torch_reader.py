@@ -19,7 +19,7 @@ import zipfile
 
 import numpy as np
 
-from utils.checkpoint.records import CheckpointError
+from utils.checkpoint.records import DAMAGED_REMEDY, CheckpointError
 
 # Storage class name -> numpy dtype. BFloat16 has no numpy dtype: its raw uint16 bits are widened to float32.
 STORAGE_DTYPES = {
@@ -241,8 +241,8 @@ def read_zip(path):
             if key not in cache:
                 raw = zf.read(f"{prefix}data/{key}")
                 if len(raw) < numel * dtype.itemsize:
-                    raise CheckpointError(f"{path}: storage {key} holds {len(raw)} bytes, expected "
-                                          f"{numel * dtype.itemsize}")
+                    raise CheckpointError(f"{path} is truncated or corrupt (storage {key} holds {len(raw)} bytes, "
+                                          f"expected {numel * dtype.itemsize}); {DAMAGED_REMEDY}")
                 cache[key] = np.frombuffer(raw, dtype=dtype, count=numel)
             return cache[key]
 
@@ -313,7 +313,7 @@ def read_legacy(path):
             (numel,) = struct.unpack("<q", f.read(8))
             raw = f.read(numel * st.dtype.itemsize)
             if len(raw) < numel * st.dtype.itemsize:
-                raise CheckpointError(f"{path}: truncated storage {key}")
+                raise CheckpointError(f"{path} is truncated (storage {key} ends early); {DAMAGED_REMEDY}")
             data[str(key)] = np.frombuffer(raw, dtype=st.dtype)
     return _resolve_lazy(obj, data)
 
@@ -326,8 +326,9 @@ def read_pytorch_file(path):
     except CheckpointError:
         raise
     except zipfile.BadZipFile as e:
-        raise CheckpointError(f"{path}: corrupt checkpoint ({e}): the file was damaged after it was written") from e
+        raise CheckpointError(f"{path}: corrupt checkpoint ({e}): the file was damaged after it was written; "
+                              f"{DAMAGED_REMEDY}") from e
     except (pickle.UnpicklingError, EOFError, struct.error, KeyError, ValueError, TypeError, AttributeError,
             IndexError) as e:
-        raise CheckpointError(f"{path}: corrupt or unreadable PyTorch/YOLOv5 checkpoint ({type(e).__name__}: {e})") \
-            from e
+        raise CheckpointError(f"{path} is truncated or not a checkpoint: corrupt or unreadable PyTorch/YOLOv5 file "
+                              f"({type(e).__name__}: {e}); {DAMAGED_REMEDY}") from e

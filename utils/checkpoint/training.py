@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from utils.backend_choice import BACKEND_NAMES
 from utils.checkpoint.encoder import Half
 from utils.checkpoint.files import load_checkpoint, save_checkpoint
 from utils.checkpoint.optimizer_state import complete_torch_groups, optimizer_state_for_backend
@@ -27,16 +28,41 @@ _ROOT = Path(__file__).resolve().parents[2]
 
 
 def get_rng_states():
+    """The generators a resumed run continues. framework_backend names the backend whose generator wrote
+    'framework': PyTorch's and OneFlow's CPU generator states differ in size and layout, so a resume decides by that
+    name whether the state can be put back."""
     from utils import backend
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "framework": backend.get_rng_state()}
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "framework": backend.get_rng_state(),
+            "framework_backend": backend.BACKEND}
+
+
+def framework_rng_writer(s, current, current_state_size):
+    """The backend whose generator wrote s['framework']: the recorded name, or for files written before the name
+    was recorded, the current backend when the state has its generator's size, else the other one."""
+    recorded = s.get("framework_backend")
+    if recorded:
+        return str(recorded)
+    state = s.get("framework")
+    size = int(np.asarray(state.numpy() if hasattr(state, "numpy") else state).size) if state is not None else -1
+    if size == current_state_size:
+        return current
+    return next((name for name in BACKEND_NAMES if name != current), "another backend")
 
 
 def set_rng_states(s):
+    """Put back the python and numpy generators, and the framework's when this backend wrote it. Returns None when
+    everything was restored, else the backend that wrote the framework state left out (a resume across backends)."""
     from utils import backend
     random.setstate(_as_tuple(s["python"]))
     np.random.set_state(_as_tuple(s["numpy"]))
+    if s.get("framework") is None:
+        return None
+    writer = framework_rng_writer(s, backend.BACKEND, int(np.asarray(backend.get_rng_state()).size))
+    if writer != backend.BACKEND:
+        return writer
     backend.set_rng_state(np.asarray(backend.to_numpy(s["framework"]) if hasattr(s["framework"], "numpy")
                                      else s["framework"], dtype=np.uint8))
+    return None
 
 
 def _as_tuple(x):

@@ -7,12 +7,12 @@ the entry's data starts on a 64-byte boundary (torch maps storages straight from
 the data in a data descriptor (general-purpose flag bit 3, with bit 11 for UTF-8 names), and the archive ends
 with a zip64 end record and locator before the classic end record, as torch always writes them.
 """
-import os
 import pathlib
 import random
 import struct
-import tempfile
 import zlib
+
+from utils.atomic_files import write_atomically
 
 ALIGNMENT = 64
 _LOCAL = struct.Struct("<IHHHHHIIIHH")
@@ -76,20 +76,10 @@ def write_zip(f, records):
 
 
 def atomic_write(path, write):
-    """Call write(binary file) on a temporary file beside path, fsync it, then rename it over path (mode 0644):
-    a crash or an error mid-save never leaves a half-written file under the final name."""
+    """Call write(binary file) on <path>.<host>.<pid>.tmp beside path, fsync it, then rename it over path (mode
+    0644, as torch.save's files): a crash or an error mid-save never leaves a half-written file under the final
+    name, and a process killed mid-save leaves a temporary file the next run removes (utils/atomic_files.py)."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; checkpoints are shared files like torch.save's
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomically(path, write, durable=True, mode=0o644)
     return path

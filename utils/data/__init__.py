@@ -4,7 +4,6 @@
     labels.py       verify and scan image/label pairs; the one-line label errors
     label_cache.py  the scan saved as labels/<split>.cache (arrays + JSON, never a pickle)
     image_cache.py  --cache ram / disk
-    atomic.py       whole-or-nothing file writes and the cleanup after interrupted ones
     dataset.py      LoadImagesAndLabels: items for training and validation
     mosaic.py       the 4- and 9-image mosaics (fused one-warp path and ultralytics' canvas path)
     rect.py         --rect order and batch shapes

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from utils.data.atomic import remove_stale_temp_files, write_atomically
+from utils.atomic_files import remove_stale_temp_files, write_atomically
 from utils.data.files import NUM_THREADS, WARN, is_writeable
 from utils.general import LOGGER
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from utils.data.atomic import remove_stale_temp_files, write_atomically
+from utils.atomic_files import remove_stale_temp_files, write_atomically
 from utils.data.files import WARN, is_writeable
 from utils.general import LOGGER
 

@@ -10,7 +10,7 @@ import numpy as np
 from PIL import Image, ImageFile, ImageOps
 
 from utils.augmentations import segments2boxes
-from utils.data.atomic import write_atomically
+from utils.atomic_files import write_atomically
 from utils.data.files import (HELP_URL, IMG_FORMATS, NUM_THREADS, WARN, displayed_size, exif_orientation,
                               is_writeable)
 from utils.errors import UserError

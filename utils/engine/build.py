@@ -37,7 +37,7 @@ def build_training(opt, hyp, device, dist=None):
     set_seed(opt.seed + 1 + dist.rank, deterministic=True)
     run, loggers = prepare_run_folder(opt, hyp, dist)
     with main_process_first(dist):
-        data = check_dataset(opt.data)
+        data = check_dataset(opt.data, allow_scripts=getattr(opt, "allow_download_scripts", False))
     nc = 1 if opt.single_cls else int(data["nc"])
     names = {0: "item"} if opt.single_cls and len(data["names"]) != 1 else data["names"]
 
@@ -87,7 +87,7 @@ def build_training(opt, hyp, device, dist=None):
     probe.attach(model, train_loader, dist)
 
     if ckpt is not None:
-        restore_rng(ckpt)  # ORDER: last, see restore_rng
+        restore_rng(ckpt, name=opt.weights)  # ORDER: last, see restore_rng
     return TrainingParts(
         model=model, optimizer=optimizer, compute_loss=compute_loss, train_loader=train_loader, schedule=schedule,
         device=device, epochs=opt.epochs, ema=ema, scaler=scaler,

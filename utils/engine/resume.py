@@ -2,11 +2,13 @@
 
 This project's last.pt resumes exactly: fp32 model and EMA, optimizer, scaler, last_opt_step, maps, best epoch and
 the python/numpy/framework RNG states taken after that epoch's validation, so with --workers 0 the remaining epochs
-replay bit for bit. An official ultralytics last.pt resumes from its fp16 weights and optimizer, without RNG states.
+replay bit for bit. Under the other backend everything but the framework's own RNG state is restored (restore_rng). An official ultralytics last.pt resumes from its fp16 weights and optimizer, without RNG states.
 The lr schedule is a pure function of the epoch and iteration, so nothing else is needed.
 """
 import numpy as np
 
+from utils import backend
+from utils.backend_choice import BACKEND_NAMES
 from utils.checkpoint import load_checkpoint, optimizer_state_for_backend
 from utils.checkpoint.training import best_fitness_value, set_rng_states
 from utils.engine.errors import TrainingError
@@ -42,8 +44,19 @@ def restore_training_state(ckpt, optimizer, scaler, ema, device, epochs, name="l
     return state
 
 
-def restore_rng(ckpt):
+def restore_rng(ckpt, name="last.pt"):
     """The RNG streams as the checkpointed run left them. Called last in building: set-up consumes random numbers
-    (model initialisation, AutoAnchor) that the first run drew too, before the epoch the checkpoint ends."""
-    if ckpt.get("rng") is not None:
-        set_rng_states(ckpt["rng"])
+    (model initialisation, AutoAnchor) that the first run drew too, before the epoch the checkpoint ends.
+    A checkpoint from the other backend gives back its Python and numpy streams; the framework's generator state
+    cannot cross (other size and layout), so that stream goes on from where this run's --seed put it, and one line
+    says so."""
+    if ckpt.get("rng") is None:
+        return
+    writer = set_rng_states(ckpt["rng"])
+    if writer is not None:
+        here = BACKEND_NAMES.get(backend.BACKEND, backend.BACKEND)
+        there = BACKEND_NAMES.get(writer, writer)
+        LOGGER.warning(f"WARNING ⚠️ {name} was written under {there} and this run uses {here}: weights, optimizer, "
+                       f"EMA and the Python and numpy random streams are restored, but {here}'s own random stream "
+                       f"restarts (from --seed; {there}'s generator state does not fit {here}'s), so the resumed "
+                       "epochs are not bit-identical to an uninterrupted run.")

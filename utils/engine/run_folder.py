@@ -1,10 +1,12 @@
-"""The run folder a training writes: weights/, hyp.yaml, opt.yaml (what official --resume reads), a fresh
-results.csv, and the loggers. Only the main process writes; the others only learn the paths."""
+"""The run folder a training writes: weights/ (cleared of what interrupted saves left), hyp.yaml, opt.yaml (what
+official --resume reads), a fresh results.csv, and the loggers. Only the main process writes; the others only learn
+the paths."""
 from pathlib import Path
 
 import yaml
 
 from utils import signals
+from utils.atomic_files import remove_stale_temp_files
 from utils.checkpoint.run_options import official_opt
 from utils.engine.errors import TrainingError
 from utils.engine.parts import RunFolder
@@ -28,6 +30,11 @@ def prepare_run_folder(opt, hyp, dist):
     except OSError as e:
         raise TrainingError(f"Run folder {run.save_dir} is not writable: {e.strerror or e}. "
                             "Choose another --project/--name or free some disk space.") from e
+    # A process killed mid-save (SIGKILL, power loss) leaves <name>.<host>.<pid>.tmp beside last.pt; only files whose
+    # writer is gone are removed, never those of a live process writing into the same folder (--exist-ok).
+    removed = remove_stale_temp_files(run.weights, "")
+    if removed:
+        LOGGER.info(f"Removed {removed} temporary file(s) left in {run.weights} by interrupted checkpoint saves")
     if not opt.resume:  # a new run in an existing folder (--exist-ok) starts its own results.csv
         (run.save_dir / "results.csv").unlink(missing_ok=True)
     LOGGER.info(colorstr("hyperparameters: ") + ", ".join(f"{k}={v}" for k, v in hyp.items()))

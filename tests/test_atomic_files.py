@@ -1,4 +1,4 @@
-"""Whole-or-nothing writes and the cleanup of what interrupted ones leave (utils/data/atomic.py)."""
+"""Whole-or-nothing writes and the cleanup of what interrupted ones leave (utils/atomic_files.py)."""
 import os
 import subprocess
 import sys
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from utils.data.atomic import is_stale_temp_file, remove_stale_temp_files, temp_path_for, write_atomically
+from utils.atomic_files import is_stale_temp_file, remove_stale_temp_files, temp_path_for, write_atomically
 
 
 def _dead_pid():
@@ -47,3 +47,20 @@ def test_write_is_whole_or_nothing(tmp_path):
     assert target.read_bytes() == b"old" and [f.name for f in tmp_path.iterdir()] == ["x.bin"]
     write_atomically(target, lambda f: f.write(b"new"))
     assert target.read_bytes() == b"new" and [f.name for f in tmp_path.iterdir()] == ["x.bin"]
+
+
+def test_checkpoint_writer_uses_the_same_temporary_name(tmp_path):
+    """The checkpoint writer's temporary file is <name>.<host>.<pid>.tmp like the caches', so the same cleanup knows
+    whose it is; it is fsynced and renamed to a 0644 file."""
+    from utils.checkpoint.zip_writer import atomic_write
+    target = tmp_path / "weights" / "last.pt"
+    seen = []
+
+    def write(f):
+        f.write(b"checkpoint bytes")
+        seen.extend(p.name for p in target.parent.iterdir())
+
+    atomic_write(target, write)
+    assert seen == [temp_path_for(target).name] and seen[0].endswith(f".{os.getpid()}.tmp")
+    assert [p.name for p in target.parent.iterdir()] == ["last.pt"] and target.read_bytes() == b"checkpoint bytes"
+    assert (target.stat().st_mode & 0o777) == 0o644

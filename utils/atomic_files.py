@@ -1,6 +1,8 @@
 """Files written whole or not at all: a temporary file beside the target, renamed over it when complete. A process
 killed in between leaves only the temporary file, named <target>.<host>.<pid>.tmp, which the next writer of that
-folder removes (remove_stale_temp_files)."""
+folder removes (remove_stale_temp_files): the name says whose write it was, so a live writer's file is never taken.
+Used by the label and image caches (utils/data/) and the checkpoint writer (utils/checkpoint/); imports no
+framework, as the checkpoint package must not."""
 import os
 import socket
 import time
@@ -18,13 +20,19 @@ def temp_path_for(path):
     return path.with_name(f"{path.name}.{_host()}.{os.getpid()}.tmp")
 
 
-def write_atomically(path, write):
+def write_atomically(path, write, durable=False, mode=None):
     """write(binary file object) into a temporary file, then rename it to path. On failure the temporary file is
-    removed and the exception propagates."""
+    removed and the exception propagates. durable: fsync before the rename, so that a power loss cannot leave an
+    empty file under the final name (checkpoints; caches can be rebuilt). mode: the file's permissions."""
     tmp = temp_path_for(path)
     try:
         with open(tmp, "wb") as f:
             write(f)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
