@@ -2,7 +2,8 @@
 
 This project's last.pt resumes exactly: fp32 model and EMA, optimizer, scaler, last_opt_step, maps, best epoch and
 the python/numpy/framework RNG states taken after that epoch's validation, so with --workers 0 the remaining epochs
-replay bit for bit. Under the other backend everything but the framework's own RNG state is restored (restore_rng). An official ultralytics last.pt resumes from its fp16 weights and optimizer, without RNG states.
+replay bit for bit. Under the other backend everything but the framework's own RNG state is restored (restore_rng).
+An official ultralytics last.pt resumes from its fp16 weights and optimizer, without RNG states.
 The lr schedule is a pure function of the epoch and iteration, so nothing else is needed.
 """
 import numpy as np
