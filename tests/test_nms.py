@@ -144,3 +144,24 @@ def test_kernel_path_matches_numpy_path(monkeypatch, kw):
     for a, b in zip(plain, fused):
         assert len(a) > 0
         np.testing.assert_allclose(to_numpy(a), to_numpy(b), rtol=1e-6, atol=1e-5)
+
+
+def test_default_time_limit_stops_a_huge_candidate_set(caplog):
+    """The official limit by default, 0.5 + 0.05 * batch size seconds (0.65 s for 3 images): 30,000 disjoint
+    candidates of one class (nothing suppresses anything, so every greedy pass sees all of them) take longer than
+    that for the first image, so the other two are cut, with the warning, instead of stalling validation."""
+    side = 174  # 174 x 174 grid of 4 px boxes 10 px apart: 30,276 candidates, none overlapping
+    cx, cy = np.meshgrid(np.arange(side) * 10.0 + 5, np.arange(side) * 10.0 + 5)
+    rows = np.zeros((side * side, 5 + 3), np.float32)
+    rows[:, 0], rows[:, 1], rows[:, 2:4] = cx.ravel(), cy.ravel(), 4.0
+    rows[:, 4] = np.linspace(0.9, 0.5, len(rows))
+    rows[:, 5] = 1.0
+    batch = from_numpy(np.repeat(rows[None], 3, 0))
+    LOGGER.propagate = True
+    try:
+        with caplog.at_level("WARNING", logger="yolov5"):
+            out = non_max_suppression(batch, 0.25, 0.45, max_det=300)
+    finally:
+        LOGGER.propagate = False
+    assert [len(o) for o in out] == [300, 0, 0]  # the first image finished (best 300 kept), the rest were cut
+    assert "NMS time limit 0.650s exceeded" in caplog.text and "2 of 3 images" in caplog.text

@@ -312,8 +312,10 @@ def non_max_suppression(prediction, conf_thres=0.25, iou_thres=0.45, classes=Non
     multi_label: one row per (box, class) pair above conf_thres (what val.py uses) instead of the best class only.
     labels: optional per-image (m, 5) [cls, x, y, w, h] pixel tensors added as confidence-1 boxes (--save-hybrid).
     max_nms: candidate cap per image before NMS (highest confidence kept). max_det: rows kept per image after NMS.
-    time_limit: seconds for the whole batch or None. When it runs out, the images not processed yet keep empty
-    outputs and a warning says how many were cut (never silently)."""
+    time_limit: seconds for the whole batch; None means the official limit, 0.5 + 0.05 * batch size (an untrained
+    model at conf_thres 0.001 gives tens of thousands of candidates an image, and validation must not stall on
+    them); math.inf never stops. When it runs out, the images not processed yet keep empty outputs and a warning
+    says how many were cut (never silently)."""
     from utils.backend import from_numpy, nms_kernel, to_numpy
     if isinstance(prediction, (list, tuple)):  # eval-mode model output (inference, raw maps)
         prediction = prediction[0]
@@ -323,6 +325,8 @@ def non_max_suppression(prediction, conf_thres=0.25, iou_thres=0.45, classes=Non
     mi = 5 + nc  # first mask column
     multi_label &= nc > 1
     kernel = nms_kernel(prediction.device)
+    if time_limit is None:
+        time_limit = 0.5 + 0.05 * bs
     output = [torch.zeros((0, 6 + nm), device=prediction.device) for _ in range(bs)]
     t0 = time.time()
     for xi in range(bs):
@@ -348,7 +352,7 @@ def non_max_suppression(prediction, conf_thres=0.25, iou_thres=0.45, classes=Non
             x = _candidates_tensor(x, conf_thres, mi, multi_label, classes, max_nms)
             if x.shape[0]:
                 output[xi] = x[_nms_indices(x[:, :4], x[:, 4], x[:, 5], iou_thres, agnostic, kernel)[:max_det]]
-        if time_limit is not None and time.time() - t0 > time_limit and xi < bs - 1:
+        if time.time() - t0 > time_limit and xi < bs - 1:
             LOGGER.warning(f"WARNING: NMS time limit {time_limit:.3f}s exceeded: {bs - 1 - xi} of {bs} images in this "
                            f"batch were cut and have no detections")
             break
