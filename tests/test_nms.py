@@ -91,13 +91,7 @@ def test_save_hybrid_labels_are_added_with_conf_1():
     np.testing.assert_allclose(out[0], [10, 10, 30, 30, 1.0, 2], atol=1e-5)
 
 
-def test_numpy_nms_matches_brute_force_greedy():
-    rng = np.random.default_rng(0)
-    xy = rng.uniform(0, 100, (300, 2)).astype(np.float32)
-    boxes = np.concatenate([xy, xy + rng.uniform(5, 40, (300, 2)).astype(np.float32)], 1)
-    scores = rng.random(300).astype(np.float32)
-    groups = rng.integers(0, 4, 300)
-
+def _textbook_nms(boxes, scores, groups, thres):
     def iou(a, b):
         w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
         h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
@@ -106,9 +100,39 @@ def test_numpy_nms_matches_brute_force_greedy():
 
     keep = []
     for i in np.argsort(-scores, kind="stable"):  # the textbook loop, one box at a time
-        if all(groups[k] != groups[i] or iou(boxes[k], boxes[i]) <= 0.5 for k in keep):
+        if all(groups[k] != groups[i] or iou(boxes[k], boxes[i]) <= thres for k in keep):
             keep.append(i)
-    assert nms_numpy(boxes, scores, 0.5, groups).tolist() == keep
+    return keep
+
+
+def test_numpy_nms_matches_brute_force_greedy():
+    rng = np.random.default_rng(0)
+    xy = rng.uniform(0, 100, (300, 2)).astype(np.float32)
+    boxes = np.concatenate([xy, xy + rng.uniform(5, 40, (300, 2)).astype(np.float32)], 1)
+    scores = rng.random(300).astype(np.float32)
+    groups = rng.integers(0, 4, 300)
+    assert nms_numpy(boxes, scores, 0.5, groups).tolist() == _textbook_nms(boxes, scores, groups, 0.5)
+
+
+@pytest.mark.parametrize("block", [1, 7, 64, 512])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_blocked_nms_matches_brute_force_across_blocks_and_chains(block, seed):
+    """Blocks that split groups and suppression chains (each box overlapping the next one along a line, so whether a
+    box survives depends on the whole chain before it), tied scores, and one group far larger than the others."""
+    from utils.general import _greedy_nms_numpy
+    rng = np.random.default_rng(seed)
+    n = 400
+    x = np.cumsum(rng.uniform(2, 9, n)).astype(np.float32) % 300  # consecutive boxes overlap by varying amounts
+    y = rng.uniform(0, 30, n).astype(np.float32)
+    boxes = np.stack([x, y, x + 14, y + 14], 1)
+    scores = np.round(rng.random(n), 2).astype(np.float32)  # ties
+    groups = np.where(rng.random(n) < 0.6, 0, rng.integers(1, 12, n))
+    for thres in (0.2, 0.45):
+        kept = _greedy_nms_numpy(boxes, scores, thres, groups, block=block)
+        assert sorted(kept.tolist()) == sorted(_textbook_nms(boxes, scores, groups, thres))
+        assert (np.diff(scores[kept]) <= 0).all()  # best first (equal scores of different groups in any order)
+        assert _greedy_nms_numpy(boxes, scores, thres, None, block=block).tolist() == \
+            _textbook_nms(boxes, scores, np.zeros(n), thres)  # one group: exactly the textbook order
 
 
 def test_time_limit_reports_cut_images(caplog):

@@ -93,6 +93,7 @@ class TrainLoop:
         self.fitness = 0.0  # this epoch's
         self.best_fitness, self.best_epoch = state.best_fitness, state.best_epoch
         self.final_epoch = False
+        self.saved_in_epoch = {}  # checkpoint path -> the epoch this run last wrote it in
         self.stop_possible = False  # an early stop may come after the next epoch (it is then validated)
         self._stop_requested = False
         self._hooks = []
@@ -321,10 +322,11 @@ class ResultsLogHook(HookBase):
         self.loggers.on_fit_epoch_end(list(loop.mloss) + list(loop.results) + loop.lrs, loop.epoch)
 
 
-def save_ckpt(ckpt, path):
-    """Atomic save with a clear message for a full disk or an unwritable folder."""
+def save_ckpt(ckpt, path, *also):
+    """Atomic save (to path and the paths in also, encoded once) with a clear message for a full disk or an
+    unwritable folder."""
     try:
-        save_checkpoint(ckpt, path)
+        save_checkpoint(ckpt, path, *also)
     except OSError as e:
         raise TrainingError(f"Could not write checkpoint {path}: {e.strerror or e} "
                             "(disk full or folder not writable?); the previous checkpoint is unchanged.") from e
@@ -350,11 +352,13 @@ class CheckpointHook(HookBase):
         if opt.nosave and not (loop.final_epoch and not opt.evolve):
             return
         ckpt = checkpoint_contents(loop)
-        save_ckpt(ckpt, run.last)
+        paths = [run.last]
         if loop.best_fitness == loop.fitness:
-            save_ckpt(ckpt, run.best)
+            paths.append(run.best)
         if opt.save_period > 0 and loop.epoch % opt.save_period == 0:
-            save_ckpt(ckpt, run.weights / f"epoch{loop.epoch}.pt")
+            paths.append(run.weights / f"epoch{loop.epoch}.pt")
+        save_ckpt(ckpt, *paths)  # encoded once
+        loop.saved_in_epoch.update({path: loop.epoch for path in paths})
 
 
 class FinishHook(HookBase):
@@ -364,15 +368,22 @@ class FinishHook(HookBase):
     def after_train(self):
         loop, p = self.loop, self.loop.parts
         opt, run = p.opt, p.run
+        # best.pt written in the same epoch as last.pt holds the same checkpoint: stripped once, written to both
+        same = run.last.exists() and run.best.exists() and \
+            loop.saved_in_epoch.get(run.best, -1) == loop.saved_in_epoch.get(run.last)
         for f in (run.last, run.best):
             signals.check()
-            if f.exists():
+            if not f.exists():
+                continue
+            if f == run.last:
+                strip_optimizer(f, save=save_ckpt, also=(run.best,) if same else ())
+            elif not same:
                 strip_optimizer(f, save=save_ckpt)
-                if f == run.best and not opt.evolve:
-                    LOGGER.info(f"\nValidating {f}...")
-                    model = attempt_load(f, p.device, fuse=True)
-                    loop.results, _ = validate(p, model, plots=not opt.noplots, verbose=True,
-                                               iou_thres=0.65 if p.is_coco else 0.60, save_json=p.is_coco)
+            if f == run.best and not opt.evolve:
+                LOGGER.info(f"\nValidating {f}...")
+                model = attempt_load(f, p.device, fuse=True)
+                loop.results, _ = validate(p, model, plots=not opt.noplots, verbose=True,
+                                           iou_thres=0.65 if p.is_coco else 0.60, save_json=p.is_coco)
         if p.loggers is not None:
             p.loggers.on_train_end(plots=not opt.noplots)
         LOGGER.info(f"Results saved to {colorstr('bold', run.save_dir)}")
