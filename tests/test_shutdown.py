@@ -42,3 +42,15 @@ def test_exit_skips_the_teardown_but_not_the_exit_work(tmp_path):
 def test_a_running_thread_is_waited_for(tmp_path):
     _, ran, out = _shutdown(tmp_path, True, thread=True)
     assert sorted(ran) == ["atexit", "thread"] and out == "unflushed"
+
+
+def test_a_profiled_run_keeps_the_normal_exit(tmp_path):
+    """python -m cProfile -o FILE writes its file after the script: the quick exit steps aside."""
+    script = tmp_path / "s.py"
+    script.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nfrom utils.shutdown import leave_quickly\n"
+                      "print('done')\nleave_quickly()\n")
+    out = tmp_path / "p.prof"
+    p = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), str(script)], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0 and "done" in p.stdout, p.stderr
+    assert out.is_file() and out.stat().st_size > 0

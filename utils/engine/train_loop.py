@@ -27,7 +27,7 @@ from utils.evaluation import validate_model
 from utils.general import LOGGER, colorstr
 from utils.loss_readback import LossReadback
 from utils.metrics import fitness
-from utils.plots import plot_images
+from utils.plots import images_as_drawn, plot_images
 from utils.torch_utils import EarlyStopping, de_parallel
 
 CLIP_NORM = 10.0  # gradient norm clip, as the official trainer
@@ -262,10 +262,8 @@ class TrainBatchPlotHook(HookBase):
         loop = self.loop
         if loop.ni < 3:
             f = loop.parts.run.save_dir / f"train_batch{loop.ni}.jpg"
-            try:
-                plot_images(loop.imgs, loop.targets, loop.paths, f)
-            except Exception as e:  # plots never stop a training
-                LOGGER.warning(f"WARNING ⚠️ {f.name} not plotted: {e}")
+            loop.parts.plots.submit(f.name, plot_images, images_as_drawn(loop.imgs), backend.to_numpy(loop.targets),
+                                    loop.paths, f)
 
 
 def validate(parts, model, plots=False, **kw):
@@ -273,12 +271,19 @@ def validate(parts, model, plots=False, **kw):
     half = parts.precision.autocast and backend.is_cuda(parts.device)  # CPU bf16 autocast keeps fp32 weights
     results, maps, _ = validate_model(model, parts.val_loader, parts.data, single_cls=parts.opt.single_cls, half=half,
                                       compute_loss=parts.compute_loss, save_dir=parts.run.save_dir, plots=plots,
-                                      **kw)  # leaves the model in fp32, where the EMA averages
+                                      plot_jobs=parts.plots, **kw)  # leaves the model in fp32, where the EMA averages
     return tuple(float(x) for x in results), np.asarray(maps, dtype=np.float64)
 
 
 class ValidationHook(HookBase):
-    """Each epoch (only the final one with --noval): the EMA validated, fitness and the best epoch so far."""
+    """Each epoch (only the final one with --noval): the EMA validated, fitness and the best epoch so far. The
+    validation images of an epoch that will be validated load while it trains (loader workers, spare CPU)."""
+
+    def before_epoch(self):
+        loop, p = self.loop, self.loop.parts
+        final = loop.epoch + 1 == loop.epochs or loop.stop_possible  # what after_epoch will call final_epoch
+        if (not p.opt.noval or final) and hasattr(p.val_loader, "start"):
+            p.val_loader.start()
 
     def after_epoch(self):
         loop, p = self.loop, self.loop.parts
@@ -362,12 +367,17 @@ class CheckpointHook(HookBase):
 
 
 class FinishHook(HookBase):
-    """Once training ends: last.pt and best.pt stripped as the official trainer does it, best.pt validated with plots
-    and per-class figures (these become the run's results), results.png, the closing line."""
+    """Once training ends: results.png, last.pt and best.pt stripped as the official trainer does it, best.pt
+    validated with plots and per-class figures (these become the run's results), the closing line once every plot
+    file is written."""
 
     def after_train(self):
         loop, p = self.loop, self.loop.parts
         opt, run = p.opt, p.run
+        if p.loggers is not None:  # results.csv is complete: results.png is drawn while best.pt is validated
+            p.loggers.on_train_end(plots=not opt.noplots, draw=p.plots.submit)
+        if run.best.exists() and not opt.evolve and hasattr(p.val_loader, "start"):
+            p.val_loader.start()  # its images load while the checkpoints are stripped
         # best.pt written in the same epoch as last.pt holds the same checkpoint: stripped once, written to both
         same = run.last.exists() and run.best.exists() and \
             loop.saved_in_epoch.get(run.best, -1) == loop.saved_in_epoch.get(run.last)
@@ -384,8 +394,7 @@ class FinishHook(HookBase):
                 model = attempt_load(f, p.device, fuse=True)
                 loop.results, _ = validate(p, model, plots=not opt.noplots, verbose=True,
                                            iou_thres=0.65 if p.is_coco else 0.60, save_json=p.is_coco)
-        if p.loggers is not None:
-            p.loggers.on_train_end(plots=not opt.noplots)
+        p.plots.wait()  # every plot file written before the closing line
         LOGGER.info(f"Results saved to {colorstr('bold', run.save_dir)}")
 
 
