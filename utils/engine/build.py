@@ -60,11 +60,16 @@ def build_training(opt, hyp, device, dist=None):
     amp_dtype, channels_last, scaler = training_precision(device, getattr(opt, "amp", None))
 
     train_loader, dataset, val_loader = _loaders(opt, hyp, data, imgsz, gs, nc, batch_size, dist)
+    # Loader workers are forked now, while this process is small: a worker forked from a trainer holding gigabytes
+    # of activations makes the trainer copy every page it writes afterwards (1-2 s of stall at yolov5n 320 when the
+    # validation workers were forked at the final epoch). Their first batches load during the rest of the set-up.
     if ckpt is None and not opt.image_weights and not dist.distributed:
-        # the first epoch's batches load while AutoAnchor and the rest of the set-up run (the order of epoch 0 is
-        # settled; the iterator draws its base seed from the framework's RNG, which nothing below uses first)
+        # the order of epoch 0 is settled; the iterator draws its base seed from the framework's RNG, which nothing
+        # below uses first
         train_loader.sampler.set_epoch(0)
         train_loader.start()
+    if val_loader is not None:
+        val_loader.start()  # kept for the first validation (the official trainer's loader starts the same way)
     plots = PlotJobs(processes=None if dist.is_main else False)  # drawn beside training (main process only)
     if dist.is_main and not opt.resume:
         if not opt.noautoanchor:
