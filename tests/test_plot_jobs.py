@@ -117,3 +117,15 @@ def test_plot_files_of_a_validation_are_there_when_it_returns(tmp_path):
     for f in ("val_batch0_labels.jpg", "val_batch0_pred.jpg", "confusion_matrix.png", "PR_curve.png",
               "F1_curve.png", "P_curve.png", "R_curve.png"):
         assert (tmp_path / f).is_file(), f
+
+
+@FORK
+def test_a_drawing_that_cannot_be_handed_over_is_drawn_here(tmp_path):
+    jobs = PlotJobs()
+    try:
+        jobs.submit("first", _write_pid, tmp_path / "first.txt")
+        jobs.submit("local.txt", lambda f: _write_pid(f), tmp_path / "local.txt")  # a lambda does not pickle
+        jobs.wait()
+    finally:
+        jobs.close()
+    assert int((tmp_path / "local.txt").read_text()) == os.getpid()

@@ -17,6 +17,7 @@ failed run.
 """
 import multiprocessing
 import os
+import pickle
 
 from utils.general import LOGGER
 
@@ -31,7 +32,7 @@ def inline(what, fn, *args, **kwargs):
         LOGGER.warning(f"WARNING ⚠️ {what} not plotted: {e}")
 
 
-def _serve(conn):
+def _serve(jobs, answers):
     """A helper: draw each (what, fn, args, kwargs) received, answer (what, error or ''), stop at None."""
     try:
         from utils.plots import _plt
@@ -40,27 +41,36 @@ def _serve(conn):
         pass
     while True:
         try:
-            job = conn.recv()
+            job = jobs.get()
         except (EOFError, OSError):  # the parent is gone
             break
         if job is None:
             break
-        what, fn, args, kwargs = job
+        what, fn, args, kwargs = pickle.loads(job)
         try:
             fn(*args, **kwargs)
-            conn.send((what, ""))
+            answers.send((what, ""))
         except Exception as e:
-            conn.send((what, str(e) or type(e).__name__))
+            answers.send((what, str(e) or type(e).__name__))
     os._exit(0)  # no interpreter teardown: the helper owns nothing else
 
 
 class _Helper:
+    """One helper process. Jobs go through a queue whose feeder thread writes them to the pipe, so handing over a
+    batch mosaic's 20 MB never blocks the caller while the helper is still drawing; answers come back on a pipe."""
+
     def __init__(self):
-        self.conn, child = multiprocessing.Pipe()
-        self.process = multiprocessing.get_context("fork").Process(target=_serve, args=(child,), daemon=True)
+        ctx = multiprocessing.get_context("fork")
+        self.jobs = ctx.Queue()
+        self.conn, child = ctx.Pipe(duplex=False)
+        self.process = ctx.Process(target=_serve, args=(self.jobs, child), daemon=True)
         self.process.start()
         child.close()
         self.pending = []  # what, in the order handed over
+
+    def send(self, job):
+        self.jobs.put(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))  # pickled here: a job that cannot be
+        # pickled raises in the caller (in the queue's feeder thread it would be lost, and wait() would never end)
 
     def collect(self, block):
         """Answers received so far (all pending ones when block): [(what, error)]."""
@@ -85,12 +95,14 @@ class _Helper:
 
     def close(self):
         try:
-            self.conn.send(None)
+            self.jobs.put(None)
         except (OSError, ValueError):
             pass
         self.process.join(timeout=5)
         if self.process.is_alive():
             self.process.terminate()
+        self.jobs.close()
+        self.jobs.join_thread()
         self.conn.close()
 
 
@@ -116,9 +128,11 @@ class PlotJobs:
                 return inline(what, fn, *args, **kwargs)
         self._report(h.collect(block=False) for h in self._helpers)
         helper = min(self._helpers, key=lambda h: len(h.pending))
+        if not helper.process.is_alive():
+            return inline(what, fn, *args, **kwargs)  # gone: draw it here
         try:
-            helper.conn.send((what, fn, args, kwargs))
-        except (OSError, ValueError, TypeError, AttributeError) as e:  # gone, or not picklable: draw it here
+            helper.send((what, fn, args, kwargs))
+        except (OSError, ValueError, TypeError, AttributeError) as e:  # not picklable: draw it here
             LOGGER.debug(f"{what} drawn inline ({e})")
             return inline(what, fn, *args, **kwargs)
         helper.pending.append(what)

@@ -151,9 +151,10 @@ class TrainLoop:
         """One iteration on batch (uint8 images, targets, paths, shapes) at (self.epoch, self.iter)."""
         p, ni = self.parts, self.ni
         imgs, targets, paths, _ = batch
-        imgs = backend.to_device(imgs, p.device).float() / 255
-        if p.precision.channels_last:
+        imgs = backend.to_device(imgs, p.device)
+        if p.precision.channels_last:  # reordered as 1-byte pixels; the conversions below keep the layout
             imgs = backend.to_channels_last(imgs)
+        imgs = imgs.float() / 255
         settings = p.schedule.at(ni, self.epoch)
         if p.schedule.in_warmup(ni):
             set_param_groups(p.optimizer, settings.lrs, settings.momentum)

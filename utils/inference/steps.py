@@ -2,7 +2,7 @@
 original pixels out. Non-maximum suppression between them is utils.general.non_max_suppression."""
 import numpy as np
 
-from utils.backend import channels_last_pays, from_numpy, to_channels_last, to_numpy
+from utils.backend import channels_last_pays, from_numpy, to_channels_last, to_numpy, torch
 from utils.general import scale_boxes
 
 
@@ -11,10 +11,11 @@ def preprocess(im, device, half=False):
     device (float16 with half), channels_last where the backend says that layout is faster (the CPU; same values)."""
     x = from_numpy(im) if isinstance(im, np.ndarray) else im
     x = x.to(device)
-    x = x.half() if half else x.float()
-    x = x / 255  # not in place: .float() of a float tensor is the caller's own tensor
     x = x[None] if x.ndim == 3 else x
-    return to_channels_last(x) if channels_last_pays(x.device, x.dtype) else x
+    if channels_last_pays(x.device, torch.float16 if half else torch.float32):
+        x = to_channels_last(x)  # reordered while it is still 1-byte pixels; the conversions below keep the layout
+    x = x.half() if half else x.float()
+    return x / 255  # not in place: .float() of a float tensor is the caller's own tensor
 
 
 def to_original(det, input_hw, im0_shape, ratio_pad=None):
