@@ -31,6 +31,7 @@ if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on
 
 from utils.backend import inference_mode  # noqa: E402
 from utils.errors import exit_on_user_error  # noqa: E402
+from utils.shutdown import leave_quickly  # noqa: E402
 from utils.general import LOGGER, colorstr, increment_path  # noqa: E402
 from utils.inference import check_save_format, load_model, ms_per_image  # noqa: E402
 from utils.inference.outputs import DetectionOutputs  # noqa: E402
@@ -125,3 +126,4 @@ def main(opt):
 if __name__ == "__main__":
     with exit_on_user_error("detect"):
         main(parse_opt())
+    leave_quickly()  # the work is done and written: skip the interpreter's teardown (utils/shutdown.py)

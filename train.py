@@ -35,6 +35,7 @@ from utils.engine.errors import TrainingError  # noqa: E402
 from utils.engine.hyp import load_hyp  # noqa: E402
 from utils.engine.run import train  # noqa: E402
 from utils.errors import exit_on_user_error  # noqa: E402
+from utils.shutdown import leave_quickly  # noqa: E402
 from utils.evolve import evolve  # noqa: E402
 from utils.general import LOGGER, RunDirError, increment_path  # noqa: E402
 
@@ -175,3 +176,4 @@ def run(**kwargs):
 if __name__ == "__main__":
     with exit_on_user_error("train"):
         main(parse_opt())
+    leave_quickly()  # the work is done and written: skip the interpreter's teardown (utils/shutdown.py)

@@ -30,6 +30,7 @@ if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on
 
 from utils.backend import inference_mode, select_device  # noqa: E402
 from utils.errors import UserError, exit_on_user_error  # noqa: E402
+from utils.shutdown import leave_quickly  # noqa: E402
 from utils.evaluation import evaluator_for_dataset, run_validation, validate_model  # noqa: E402
 from utils.evaluation import match_image, save_one_json  # noqa: E402  (ultralytics users import them from val)
 from utils.general import LOGGER, colorstr, increment_path  # noqa: E402
@@ -162,3 +163,4 @@ def main(opt):
 if __name__ == "__main__":
     with exit_on_user_error("val"):
         main(parse_opt())
+    leave_quickly()  # the work is done and written: skip the interpreter's teardown (utils/shutdown.py)

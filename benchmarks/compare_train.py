@@ -25,6 +25,7 @@ for the official runs: --ref-env OMP_WAIT_POLICY=PASSIVE (this project's own def
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -81,8 +82,10 @@ def _pss_kib(pid):
 
 
 def run_measured(cmd, cwd, env, timeout):
-    """Run cmd; returns (wall seconds, peak PSS of its process tree in MiB, returncode, stdout+stderr tail)."""
+    """Run cmd; returns (wall seconds, peak PSS of its process tree in MiB, returncode, stdout+stderr tail, CPU
+    seconds: user + system of the process and the children it waited for, its loader workers included)."""
     peak = [0]
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     done = threading.Event()
@@ -99,15 +102,21 @@ def run_measured(cmd, cwd, env, timeout):
         p.kill()
         out, _ = p.communicate()
     wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     done.set()
     sampler.join()
-    return wall, peak[0] / 1024, p.returncode, out[-4000:]
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return wall, peak[0] / 1024, p.returncode, out[-4000:], cpu
 
 
 # ----------------------------------------------------------------------------------------------------------------
 def dataset_copy(src, dst):
-    """A writable coco128 at dst with its own data yaml (train = val = images/train2017, the 80 COCO names)."""
+    """A writable coco128 at dst with its own data yaml (train = val = images/train2017, the 80 COCO names). The
+    copy's folders are made writable (the shared source is read-only, and copytree keeps modes), so each trainer
+    writes its label cache once, as it would on a user's disk."""
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.cache"))
+    for d in [dst, *(p for p in dst.rglob("*") if p.is_dir())]:
+        d.chmod(d.stat().st_mode | 0o200)
     with open(ROOT / "data" / "coco128.yaml") as f:
         names = yaml.safe_load(f)["names"]
     y = dst.parent / f"{dst.name}.yaml"
@@ -144,8 +153,9 @@ def parse_all_line(text):
 
 def summarize(label, runs):
     ok = [r for r in runs if r["rc"] == 0]
-    return {"label": label, "runs": runs, "median_s": statistics.median([r["wall_s"] for r in ok]) if ok else None,
-            "peak_mib": statistics.median([r["peak_mib"] for r in ok]) if ok else None, "failed": len(runs) - len(ok)}
+    med = (lambda k: statistics.median([r[k] for r in ok]) if ok else None)
+    return {"label": label, "runs": runs, "median_s": med("wall_s"), "median_cpu_s": med("cpu_s"),
+            "peak_mib": med("peak_mib"), "failed": len(runs) - len(ok)}
 
 
 def parse_opt(argv=None):
@@ -188,7 +198,7 @@ def main(opt):
     own_extra = opt.project_args.split()
     result = {"command": " ".join(sys.argv), "cpu": _cpu_name(), "cores": os.cpu_count(), "epochs": opt.epochs,
               "batch": opt.batch, "workers": opt.workers, "project_args": own_extra, "project_env": opt.project_env, "ref_env": opt.ref_env,
-              "train": {}, "val": None}
+              "train": {}, "val": None, "load_start": _load()}
     with tempfile.TemporaryDirectory(prefix="compare_train_") as tmp:
         tmp = Path(tmp)
         data = {"official": dataset_copy(Path(opt.data), tmp / "coco128_official"),
@@ -207,9 +217,12 @@ def main(opt):
                     python, repo, env, extra = sides[side]
                     cmd = train_cmd(python, repo, data[side], cfg, img, str(weights) if w else "", opt,
                                     tmp / f"runs_{side}", f"{key}_{r}", extra)
-                    wall, peak, rc, tail = run_measured(cmd, repo, env, opt.timeout)
-                    runs[side].append({"wall_s": round(wall, 2), "peak_mib": round(peak), "rc": rc})
-                    print(f"  {key} run {r + 1}/{opt.runs} {side:<9} {wall:8.1f} s  peak {peak:7.0f} MiB"
+                    load = _load()
+                    wall, peak, rc, tail, cpu = run_measured(cmd, repo, env, opt.timeout)
+                    runs[side].append({"wall_s": round(wall, 2), "cpu_s": round(cpu, 1), "peak_mib": round(peak),
+                                       "rc": rc, "load_before": load})
+                    print(f"  {key} run {r + 1}/{opt.runs} {side:<9} {wall:8.1f} s  CPU {cpu:7.1f} s  peak {peak:7.0f} "
+                          f"MiB  load {load}"
                           f"{'' if rc == 0 else f'  FAILED rc={rc}: ' + tail[-800:]}", flush=True)
             o, p = summarize("official", runs["official"]), summarize("project", runs["project"])
             ratio = o["median_s"] / p["median_s"] if o["median_s"] and p["median_s"] else None
@@ -221,25 +234,30 @@ def main(opt):
                 for side in (["official", "project"] if r % 2 == 0 else ["project", "official"]):
                     python, repo, env, _ = sides[side]
                     cmd = val_cmd(python, repo, data[side], str(weights), opt, tmp / f"val_{side}", f"v{r}")
-                    wall, peak, rc, tail = run_measured(cmd, repo, env, opt.timeout)
-                    runs[side].append({"wall_s": round(wall, 2), "peak_mib": round(peak), "rc": rc,
-                                       "P_R_mAP50_mAP50-95": parse_all_line(tail)})
-                    print(f"  val run {r + 1}/{opt.runs} {side:<9} {wall:8.1f} s  peak {peak:7.0f} MiB  "
+                    load = _load()
+                    wall, peak, rc, tail, cpu = run_measured(cmd, repo, env, opt.timeout)
+                    runs[side].append({"wall_s": round(wall, 2), "cpu_s": round(cpu, 1), "peak_mib": round(peak),
+                                       "rc": rc, "load_before": load, "P_R_mAP50_mAP50-95": parse_all_line(tail)})
+                    print(f"  val run {r + 1}/{opt.runs} {side:<9} {wall:8.1f} s  CPU {cpu:7.1f} s  peak {peak:7.0f} "
+                          f"MiB  load {load}  "
                           f"{runs[side][-1]['P_R_mAP50_mAP50-95']}{'' if rc == 0 else ' FAILED: ' + tail[-800:]}",
                           flush=True)
             o, p = summarize("official", runs["official"]), summarize("project", runs["project"])
             result["val"] = {"official": o, "project": p, "ratio_official_over_project":
                              o["median_s"] / p["median_s"] if o["median_s"] and p["median_s"] else None}
 
-    print(f"\ntrain.py, {opt.epochs} epochs on coco128, batch {opt.batch}, {opt.workers} workers, --noval, CPU "
+    result["load_end"] = _load()
+    print(f"\nload average (1 min): {result['load_start']} at the start, {result['load_end']} at the end")
+    print(f"train.py, {opt.epochs} epochs on coco128, batch {opt.batch}, {opt.workers} workers, --noval, CPU "
           f"({result['cpu']}, {result['cores']} cores); project extra: {' '.join(own_extra) or '-'} "
           f"{' '.join(opt.project_env)}")
-    print(f"{'config':<8}{'official s':>12}{'project s':>12}{'ratio':>8}{'official MiB':>14}{'project MiB':>13}")
+    print(f"{'config':<8}{'official s':>12}{'project s':>12}{'ratio':>8}{'official CPU s':>16}{'project CPU s':>15}"
+          f"{'official MiB':>14}{'project MiB':>13}")
     rows = [(k, v) for k, v in result["train"].items()] + ([("val640", result["val"])] if result["val"] else [])
     for k, v in rows:
         o, p, ratio = v["official"], v["project"], v["ratio_official_over_project"]
-        print(f"{k:<8}{_f(o['median_s']):>12}{_f(p['median_s']):>12}{_f(ratio, 2):>8}{_f(o['peak_mib'], 0):>14}"
-              f"{_f(p['peak_mib'], 0):>13}")
+        print(f"{k:<8}{_f(o['median_s']):>12}{_f(p['median_s']):>12}{_f(ratio, 2):>8}{_f(o['median_cpu_s']):>16}"
+              f"{_f(p['median_cpu_s']):>15}{_f(o['peak_mib'], 0):>14}{_f(p['peak_mib'], 0):>13}")
     if opt.json:
         Path(opt.json).parent.mkdir(parents=True, exist_ok=True)
         Path(opt.json).write_text(json.dumps(result, indent=1))
@@ -249,6 +267,14 @@ def main(opt):
 
 def _f(x, nd=1):
     return "-" if x is None else f"{x:.{nd}f}"
+
+
+def _load():
+    """The 1-minute load average now (other work on the machine skews wall times)."""
+    try:
+        return float(open("/proc/loadavg").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _cpu_name():

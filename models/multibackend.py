@@ -188,7 +188,7 @@ class DetectMultiBackend(nn.Module):
                 raise
         else:
             self._check_shape(im)
-            x = to_numpy(im).astype(self.input_dtype, copy=False)
+            x = np.ascontiguousarray(to_numpy(im), dtype=self.input_dtype)  # runtimes want NCHW, not channels_last
             if self.input_shape and self.input_shape[0] == 1 and x.shape[0] > 1:  # a batch-1 export: one at a time
                 y = [np.concatenate(parts, 0) for parts in zip(*(self._run_numpy(x[j:j + 1]) for j in range(len(x))))]
             else:

@@ -50,7 +50,33 @@ def test_cpu_bf16_autocast_keeps_fp32_weights_and_gradients():
     np.testing.assert_allclose(to_numpy(y.float()), to_numpy(ref), atol=0.05)  # bf16: 8-bit mantissa
     cl = backend.to_channels_last(x)
     assert cl.is_contiguous(memory_format=torch.channels_last) and torch.equal(cl, x)
-    assert backend.channels_last_pays(CPU, torch.bfloat16) and not backend.channels_last_pays(CPU, None)
+
+
+@pytest.mark.skipif(not IS_TORCH, reason="OneFlow keeps NCHW")
+def test_channels_last_on_the_cpu_unless_turned_off(monkeypatch):
+    """channels_last input on the CPU in fp32 and bf16 (measured faster there), not on CUDA (not measured);
+    YOLO_CHANNELS_LAST=0/1 decides for every device."""
+    monkeypatch.delenv("YOLO_CHANNELS_LAST", raising=False)
+    assert backend.channels_last_pays(CPU, torch.bfloat16) and backend.channels_last_pays(CPU, None)
+    assert backend.channels_last_pays(CPU, torch.float32)
+    assert not backend.channels_last_pays(device("cuda:0"), torch.float16)
+    monkeypatch.setenv("YOLO_CHANNELS_LAST", "0")
+    assert not backend.channels_last_pays(CPU, torch.float32) and not backend.channels_last_pays(CPU, torch.bfloat16)
+    monkeypatch.setenv("YOLO_CHANNELS_LAST", "1")
+    assert backend.channels_last_pays(device("cuda:0"), torch.float16)
+
+
+def test_inference_input_layout_follows_the_backend(monkeypatch):
+    """preprocess() hands the model channels_last images where the backend says it pays, with the same values."""
+    from utils.inference.steps import preprocess
+    im = np.random.default_rng(0).integers(0, 255, (2, 3, 32, 48), dtype=np.uint8)
+    monkeypatch.setenv("YOLO_CHANNELS_LAST", "0")
+    plain = preprocess(im, CPU)
+    monkeypatch.delenv("YOLO_CHANNELS_LAST")
+    x = preprocess(im, CPU)
+    assert np.array_equal(to_numpy(x), to_numpy(plain)) and tuple(x.shape) == (2, 3, 32, 48)
+    if IS_TORCH:
+        assert x.is_contiguous(memory_format=torch.channels_last) and plain.is_contiguous()
 
 
 def test_loss_is_computed_in_fp32_from_low_precision_maps():

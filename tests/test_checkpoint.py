@@ -137,6 +137,20 @@ def test_atomic_write_leaves_no_temp_and_keeps_old_file_on_failure(tmp_path):
     assert load_checkpoint(f)["epoch"] == 2, "a failed save damaged the previous checkpoint"
 
 
+def test_one_encoding_written_to_several_files(tmp_path):
+    """last.pt and best.pt of one epoch: encoded once, each file a complete archive named after its own stem (as
+    torch.save names it), with the same contents."""
+    import zipfile
+    obj = {"epoch": 4, "w": torch.arange(6, dtype=torch.float32)}
+    assert save_checkpoint(obj, tmp_path / "last.pt", tmp_path / "best.pt") == tmp_path / "last.pt"
+    for stem in ("last", "best"):
+        names = zipfile.ZipFile(tmp_path / f"{stem}.pt").namelist()
+        assert names and all(n.startswith(f"{stem}/") for n in names), names
+        x = load_checkpoint(tmp_path / f"{stem}.pt")
+        assert x["epoch"] == 4 and np.array_equal(to_numpy(x["w"]), np.arange(6))
+    assert sorted(os.listdir(tmp_path)) == ["best.pt", "last.pt"]
+
+
 def test_truncated_and_corrupt_files_raise_clear_errors(tmp_path):
     f = tmp_path / "ck.pt"
     save_checkpoint({"w": torch.arange(1000, dtype=torch.float32), "epoch": 3}, f)

@@ -232,6 +232,29 @@ def test_strip_optimizer_writes_what_official_strip_writes(written, tmp_path):
         assert np.array_equal(sd[k], ref.astype(np.float16) if ref.dtype.kind == "f" else ref.reshape(sd[k].shape)), k
 
 
+def test_strip_optimizer_also_writes_the_same_stripped_checkpoint(written, tmp_path, caplog):
+    """best.pt saved in the same epoch as last.pt: stripping last.pt writes both, the same contents, each logged."""
+    import shutil
+    from utils.checkpoint.training import strip_optimizer
+    from utils.engine.train_loop import save_ckpt
+    from utils.general import LOGGER
+    last, best = tmp_path / "last.pt", tmp_path / "best.pt"
+    shutil.copy(written[0], last)
+    best.write_bytes(b"stale")  # overwritten, never read
+    LOGGER.propagate = True
+    try:
+        with caplog.at_level("INFO", logger="yolov5"):
+            strip_optimizer(last, save=save_ckpt, also=(best,))
+    finally:
+        LOGGER.propagate = False
+    assert f"Optimizer stripped from {last}" in caplog.text and f"Optimizer stripped from {best}" in caplog.text
+    a = load_checkpoint(last, tensors=False, build_models=False)
+    b = load_checkpoint(best, tensors=False, build_models=False)
+    assert a["epoch"] == b["epoch"] == -1 and b["optimizer"] is None
+    sa, sb = a["model"]["state_dict"], b["model"]["state_dict"]
+    assert sa.keys() == sb.keys() and all(np.array_equal(sa[k], sb[k]) for k in sa)
+
+
 def rec_calls(node, seen=None):
     """Every placeholder object under node (depth first)."""
     seen = set() if seen is None else seen

@@ -37,6 +37,8 @@ def test_reads_the_all_row_and_copies_the_dataset(tmp_path, coco128_dir):
     assert d["path"] == str(tmp_path / "c128") and len(d["names"]) == 80
     assert len(list((tmp_path / "c128" / "images" / "train2017").iterdir())) == 128
     assert not list((tmp_path / "c128").rglob("*.cache"))
+    from utils.data.files import is_writeable  # the project's own test (mode bits too): each trainer caches labels
+    assert is_writeable(tmp_path / "c128" / "labels" / "train2017")
 
 
 @pytest.mark.slow
@@ -51,4 +53,5 @@ def test_both_trainers_run_alternately(tmp_path):
     assert r["official"]["failed"] == 0 and r["project"]["failed"] == 0, p.stdout[-3000:]
     assert r["official"]["median_s"] > 0 and r["project"]["median_s"] > 0 and r["ratio_official_over_project"] > 0
     assert r["official"]["peak_mib"] > 100 and r["project"]["peak_mib"] > 100
+    assert r["official"]["median_cpu_s"] > 1 and r["project"]["median_cpu_s"] > 1  # trainers and their workers
     assert "ratio" in p.stdout

@@ -91,13 +91,7 @@ def test_save_hybrid_labels_are_added_with_conf_1():
     np.testing.assert_allclose(out[0], [10, 10, 30, 30, 1.0, 2], atol=1e-5)
 
 
-def test_numpy_nms_matches_brute_force_greedy():
-    rng = np.random.default_rng(0)
-    xy = rng.uniform(0, 100, (300, 2)).astype(np.float32)
-    boxes = np.concatenate([xy, xy + rng.uniform(5, 40, (300, 2)).astype(np.float32)], 1)
-    scores = rng.random(300).astype(np.float32)
-    groups = rng.integers(0, 4, 300)
-
+def _textbook_nms(boxes, scores, groups, thres):
     def iou(a, b):
         w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
         h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
@@ -106,9 +100,39 @@ def test_numpy_nms_matches_brute_force_greedy():
 
     keep = []
     for i in np.argsort(-scores, kind="stable"):  # the textbook loop, one box at a time
-        if all(groups[k] != groups[i] or iou(boxes[k], boxes[i]) <= 0.5 for k in keep):
+        if all(groups[k] != groups[i] or iou(boxes[k], boxes[i]) <= thres for k in keep):
             keep.append(i)
-    assert nms_numpy(boxes, scores, 0.5, groups).tolist() == keep
+    return keep
+
+
+def test_numpy_nms_matches_brute_force_greedy():
+    rng = np.random.default_rng(0)
+    xy = rng.uniform(0, 100, (300, 2)).astype(np.float32)
+    boxes = np.concatenate([xy, xy + rng.uniform(5, 40, (300, 2)).astype(np.float32)], 1)
+    scores = rng.random(300).astype(np.float32)
+    groups = rng.integers(0, 4, 300)
+    assert nms_numpy(boxes, scores, 0.5, groups).tolist() == _textbook_nms(boxes, scores, groups, 0.5)
+
+
+@pytest.mark.parametrize("block", [1, 7, 64, 512])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_blocked_nms_matches_brute_force_across_blocks_and_chains(block, seed):
+    """Blocks that split groups and suppression chains (each box overlapping the next one along a line, so whether a
+    box survives depends on the whole chain before it), tied scores, and one group far larger than the others."""
+    from utils.general import _greedy_nms_numpy
+    rng = np.random.default_rng(seed)
+    n = 400
+    x = np.cumsum(rng.uniform(2, 9, n)).astype(np.float32) % 300  # consecutive boxes overlap by varying amounts
+    y = rng.uniform(0, 30, n).astype(np.float32)
+    boxes = np.stack([x, y, x + 14, y + 14], 1)
+    scores = np.round(rng.random(n), 2).astype(np.float32)  # ties
+    groups = np.where(rng.random(n) < 0.6, 0, rng.integers(1, 12, n))
+    for thres in (0.2, 0.45):
+        kept = _greedy_nms_numpy(boxes, scores, thres, groups, block=block)
+        assert sorted(kept.tolist()) == sorted(_textbook_nms(boxes, scores, groups, thres))
+        assert (np.diff(scores[kept]) <= 0).all()  # best first (equal scores of different groups in any order)
+        assert _greedy_nms_numpy(boxes, scores, thres, None, block=block).tolist() == \
+            _textbook_nms(boxes, scores, np.zeros(n), thres)  # one group: exactly the textbook order
 
 
 def test_time_limit_reports_cut_images(caplog):
@@ -144,3 +168,24 @@ def test_kernel_path_matches_numpy_path(monkeypatch, kw):
     for a, b in zip(plain, fused):
         assert len(a) > 0
         np.testing.assert_allclose(to_numpy(a), to_numpy(b), rtol=1e-6, atol=1e-5)
+
+
+def test_default_time_limit_stops_a_huge_candidate_set(caplog):
+    """The official limit by default, 0.5 + 0.05 * batch size seconds (0.65 s for 3 images): 30,000 disjoint
+    candidates of one class (nothing suppresses anything, so every greedy pass sees all of them) take longer than
+    that for the first image, so the other two are cut, with the warning, instead of stalling validation."""
+    side = 174  # 174 x 174 grid of 4 px boxes 10 px apart: 30,276 candidates, none overlapping
+    cx, cy = np.meshgrid(np.arange(side) * 10.0 + 5, np.arange(side) * 10.0 + 5)
+    rows = np.zeros((side * side, 5 + 3), np.float32)
+    rows[:, 0], rows[:, 1], rows[:, 2:4] = cx.ravel(), cy.ravel(), 4.0
+    rows[:, 4] = np.linspace(0.9, 0.5, len(rows))
+    rows[:, 5] = 1.0
+    batch = from_numpy(np.repeat(rows[None], 3, 0))
+    LOGGER.propagate = True
+    try:
+        with caplog.at_level("WARNING", logger="yolov5"):
+            out = non_max_suppression(batch, 0.25, 0.45, max_det=300)
+    finally:
+        LOGGER.propagate = False
+    assert [len(o) for o in out] == [300, 0, 0]  # the first image finished (best 300 kept), the rest were cut
+    assert "NMS time limit 0.650s exceeded" in caplog.text and "2 of 3 images" in caplog.text

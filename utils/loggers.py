@@ -98,12 +98,11 @@ class Loggers:
         if self.ndjson and self.ndjson.exists():  # one line per epoch, no header
             self.ndjson.write_text("".join(self.ndjson.read_text().splitlines(keepends=True)[:max(epochs_done, 0)]))
 
-    def on_train_end(self, plots=True):
+    def on_train_end(self, plots=True, draw=None):
+        """results.png (drawn by draw(what, fn, *args), a PlotJobs.submit, or here), then TensorBoard closed."""
         if plots and self.csv.exists():
-            try:
-                from utils.plots import plot_results
-                plot_results(file=self.csv)
-            except Exception as e:  # plots are a convenience: never fail a finished training over them
-                LOGGER.warning(f"WARNING ⚠️ results.png not plotted: {e}")
+            from utils.plot_jobs import inline
+            from utils.plots import plot_results
+            (draw or inline)("results.png", plot_results, file=self.csv)
         if self.tb is not None:
             self.tb.close()

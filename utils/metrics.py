@@ -89,8 +89,10 @@ def compute_ap(recall, precision):
     return ap, mpre, mrec
 
 
-def ap_per_class(tp, conf, pred_cls, target_cls, plot=False, save_dir=".", names=(), eps=1e-16, prefix=""):
+def ap_per_class(tp, conf, pred_cls, target_cls, plot=False, save_dir=".", names=(), eps=1e-16, prefix="",
+                 draw=None):
     """AP, and P/R/F1 at the confidence with the best mean F1, for each class that has labels.
+    plot: the PR/F1/P/R curves into save_dir, each made by draw(what, fn, *args) (utils.plot_jobs; default: here).
 
     tp (N,T) bool per detection and IoU threshold, conf (N,), pred_cls (N,), target_cls (M,) classes of all labels.
     Returns tp, fp, p, r, f1 (each (nc,)), ap (nc,T), unique classes (nc,) int - nc counts classes with labels."""
@@ -123,10 +125,11 @@ def ap_per_class(tp, conf, pred_cls, target_cls, plot=False, save_dir=".", names
         names = names if isinstance(names, dict) else dict(enumerate(names))
         names = dict(enumerate([v for k, v in names.items() if k in unique_classes]))
         save_dir = Path(save_dir)
-        plot_pr_curve(px, py, ap, save_dir / f"{prefix}PR_curve.png", names)
-        plot_mc_curve(px, f1, save_dir / f"{prefix}F1_curve.png", names, ylabel="F1")
-        plot_mc_curve(px, p, save_dir / f"{prefix}P_curve.png", names, ylabel="Precision")
-        plot_mc_curve(px, r, save_dir / f"{prefix}R_curve.png", names, ylabel="Recall")
+        from utils.plot_jobs import inline
+        draw = draw or inline
+        draw("PR_curve.png", plot_pr_curve, px, py, ap, save_dir / f"{prefix}PR_curve.png", names)
+        for y, label, name in ((f1, "F1", "F1"), (p, "Precision", "P"), (r, "Recall", "R")):
+            draw(f"{name}_curve.png", plot_mc_curve, px, y, save_dir / f"{prefix}{name}_curve.png", names, ylabel=label)
     i = smooth(f1.mean(0), 0.1).argmax() if nc else 0  # confidence with the best (smoothed) mean F1
     p, r, f1 = p[:, i], r[:, i], f1[:, i]
     tp = (r * nt).round()

@@ -104,23 +104,34 @@ def output_to_target(output, max_det=300):
     return np.concatenate(targets, 0) if targets else np.zeros((0, 7), np.float32)
 
 
+def images_as_drawn(images, max_subplots=16):
+    """The first max_subplots images of a batch (B,3,H,W) tensor/array (uint8 pixels, or floats 0-255 or 0-1) as the
+    uint8 pixels plot_images draws: what to hand a drawing process (a quarter of the float batch's bytes)."""
+    from utils.backend import to_numpy
+    images = images[:max_subplots]
+    images = images if isinstance(images, np.ndarray) else to_numpy(images.float() if hasattr(images, "float")
+                                                                     else images)
+    if images.dtype == np.uint8:
+        return images
+    images = images.astype(np.float32)
+    if images.size and images.max() <= 1:
+        images = images * 255
+    return images.clip(0, 255).astype(np.uint8)
+
+
 def plot_images(images, targets, paths=None, fname="images.jpg", names=None, max_size=1920, max_subplots=16):
     """Mosaic of a batch with its boxes. images (B,3,H,W) tensor/array (0-255 or 0-1); targets (N,6) labels
     [img, cls, xywh (normalized or pixels)] or (N,7) predictions with conf as the last column."""
     from utils.backend import to_numpy
-    images = images if isinstance(images, np.ndarray) else to_numpy(images.float() if hasattr(images, "float")
-                                                                     else images)
+    images = images_as_drawn(images, max_subplots)
     targets = targets if isinstance(targets, np.ndarray) else to_numpy(targets)
-    images = images.astype(np.float32)
-    if images.size and images.max() <= 1:
-        images = images * 255
     bs, _, h, w = images.shape
     bs = min(bs, max_subplots)
     ns = int(np.ceil(bs ** 0.5))  # grid side
     mosaic = np.full((int(ns * h), int(ns * w), 3), 255, dtype=np.uint8)
     for i in range(bs):
         x, y = int(w * (i // ns)), int(h * (i % ns))
-        mosaic[y:y + h, x:x + w] = images[i].transpose(1, 2, 0).clip(0, 255).astype(np.uint8)
+        mosaic[y:y + h, x:x + w] = images[i].transpose(1, 2, 0)
     scale = max_size / ns / max(h, w)
     if scale < 1:
         h, w = math.ceil(scale * h), math.ceil(scale * w)
@@ -165,7 +176,6 @@ def plot_labels(labels, names=(), save_dir=Path("")):
     plt = _plt()
     save_dir = Path(save_dir)
     labels = np.asarray(labels, dtype=np.float64).reshape(-1, 5)
-    LOGGER.info(f"Plotting labels to {save_dir / 'labels.jpg'}... ")
     c, b = labels[:, 0].astype(int), labels[:, 1:].T
     nc = int(c.max() + 1) if len(c) else max(len(names), 1)
     cols = ["x", "y", "width", "height"]

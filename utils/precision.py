@@ -1,10 +1,11 @@
 """Training precision: --amp/--no-amp turned into an autocast dtype, an input layout and a loss scaler.
 
 Default (neither flag): the official choice, fp16 autocast with a GradScaler on CUDA under PyTorch, fp32 elsewhere.
---amp: the same on CUDA; on a CPU with native bf16 (AVX512-BF16 or AMX) bf16 autocast, with channels_last input
-(oneDNN's bf16 convolutions are faster in that layout) and no loss scaling (bf16 has fp32's exponent range); the
-weights, gradients, optimizer and EMA stay fp32 and the loss is computed in fp32. Where neither applies (OneFlow,
-a CPU without native bf16) --amp falls back to fp32 with a one-line warning. --no-amp: fp32 everywhere.
+--amp: the same on CUDA; on a CPU with native bf16 (AVX512-BF16 or AMX) bf16 autocast with no loss scaling (bf16 has
+fp32's exponent range); the weights, gradients, optimizer and EMA stay fp32 and the loss is computed in fp32. Where
+neither applies (OneFlow, a CPU without native bf16) --amp falls back to fp32 with a one-line warning. --no-amp: fp32
+everywhere. The input layout is the backend's choice for the device (channels_last on the CPU under PyTorch, in fp32
+and bf16 alike; YOLO_CHANNELS_LAST=0 keeps NCHW).
 """
 from utils import backend
 from utils.general import LOGGER

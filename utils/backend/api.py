@@ -19,7 +19,7 @@ FUNCTION_SET = {
     "no_amp_reason": "why this framework never trains in mixed precision ('' when it can)",
     "cpu_has_native_bf16": "whether this CPU computes bf16 natively and the framework uses it",
     "amp_dtype": "(autocast dtype or None, note) for --amp/--no-amp/default on a device",
-    "channels_last_pays": "whether training inputs should be channels_last for this device and dtype",
+    "channels_last_pays": "whether input batches (training and inference) should be channels_last on a device",
     "autocast": "the mixed-precision context for a device and dtype (a null context where none applies)",
     "grad_scaler": "a GradScaler, or a stand-in with the same calls when AMP is off",
     # fused and multi-tensor paths (--bbox_iou_optim, --multi_tensor_optimizer)

@@ -21,16 +21,20 @@ def encode_checkpoint(obj, name="archive"):
     return data, enc.storages, name
 
 
-def save_checkpoint(obj, path):
+def save_checkpoint(obj, path, *also):
     """Write obj (nested dicts/lists/tuples of tensors, numpy arrays, numbers, strings, Namespaces, Paths, modules
     -- ``encoder.Half(module)`` for fp16 --) as a PyTorch zip archive that ``torch.load`` and the official YOLOv5
-    code read. Everything is encoded before the file is touched, then written atomically: a temporary file in
-    the same folder is fsynced and renamed over ``path``, so a failed or interrupted save leaves the previous
-    checkpoint as it was."""
-    path = pathlib.Path(path)
+    code read, to path and to each path in also (encoded once: last.pt and best.pt of one epoch). Everything is
+    encoded before a file is touched, then written atomically: a temporary file in the same folder is fsynced and
+    renamed over the path, so a failed or interrupted save leaves the previous checkpoint as it was. Returns what
+    the first write returned (the path written)."""
     data, storages, _ = encode_checkpoint(obj)
-    records = torch_zip_records(data, storages, archive_name(path))
-    return atomic_write(path, lambda f: write_zip(f, records))
+    written = []
+    for p in (path, *also):
+        p = pathlib.Path(p)
+        records = torch_zip_records(data, storages, archive_name(p))  # the archive's folder is the file's stem
+        written.append(atomic_write(p, lambda f, records=records: write_zip(f, records)))
+    return written[0]
 
 
 def is_own_checkpoint(path):

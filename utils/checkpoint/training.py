@@ -93,9 +93,11 @@ def training_checkpoint(epoch, model, ema, optimizer, opt, opt_hyp, best_fitness
     return ckpt
 
 
-def strip_optimizer(f="best.pt", s="", save=save_checkpoint):
+def strip_optimizer(f="best.pt", s="", save=save_checkpoint, also=()):
     """Make a final checkpoint as the official trainer does: model = the EMA in fp16 with requires_grad off;
-    optimizer, ema, updates, best_fitness None; epoch -1. This project's exact-resume keys are dropped."""
+    optimizer, ema, updates, best_fitness None; epoch -1. This project's exact-resume keys are dropped.
+    also: files that hold the same checkpoint as f (best.pt saved in the same epoch as last.pt), written from the
+    same stripped contents instead of being read and stripped again."""
     level = LOGGER.level
     LOGGER.setLevel(logging.WARNING)  # rebuilding the model would print its layer table again
     try:
@@ -107,6 +109,7 @@ def strip_optimizer(f="best.pt", s="", save=save_checkpoint):
         p.requires_grad_(False)
     out = {k: x.get(k) for k in OFFICIAL_KEYS}
     out.update(epoch=-1, best_fitness=None, model=Half(model), ema=None, updates=None, optimizer=None)
-    save(out, s or f)
-    mb = os.path.getsize(s or f) / 1e6
-    LOGGER.info(f"Optimizer stripped from {f},{f' saved as {s},' if s else ''} {mb:.1f}MB")
+    save(out, s or f, *also)
+    for src in (f, *also):
+        mb = os.path.getsize(s or src) / 1e6
+        LOGGER.info(f"Optimizer stripped from {src},{f' saved as {s},' if s else ''} {mb:.1f}MB")

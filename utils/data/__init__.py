@@ -10,12 +10,14 @@
     collate.py      items -> batches (and --quad)
     sampler.py      per-rank shares, per-epoch order, worker seeds
     loader.py       create_dataloader / make_loader
+    early_start.py  EarlyStartLoader: a pass begun before the loop asks for it
     media.py        LoadImages, the image/video source of detect.py
     profiling.py    StageTimer, installed from outside to time the dataset's stages
 
 utils/dataloaders.py re-exports the ultralytics names from here.
 """
 from utils.data.collate import collate_fn, collate_quad
+from utils.data.early_start import EarlyStartLoader
 from utils.data.dataset import LoadImagesAndLabels
 from utils.data.files import (HELP_URL, IMG_FORMATS, VID_FORMATS, exif_size, exif_transpose, img2label_paths,
                               list_image_files)
@@ -27,7 +29,7 @@ from utils.data.profiling import StageTimer
 from utils.data.rect import rect_batch_shapes
 from utils.data.sampler import SeedWorker, YoloSampler, rank_share
 
-__all__ = ["HELP_URL", "IMG_FORMATS", "VID_FORMATS", "LabelError", "LoadImages", "LoadImagesAndLabels", "SeedWorker",
+__all__ = ["EarlyStartLoader", "HELP_URL", "IMG_FORMATS", "VID_FORMATS", "LabelError", "LoadImages", "LoadImagesAndLabels", "SeedWorker",
            "StageTimer", "YoloSampler", "collate_fn", "collate_quad", "create_dataloader", "exif_size",
            "exif_transpose", "get_hash", "img2label_paths", "list_image_files", "make_loader", "rank_share",
            "rect_batch_shapes", "verify_image_label"]

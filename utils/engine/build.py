@@ -8,6 +8,7 @@ import numpy as np
 from utils import backend
 from utils.autoanchor import check_anchors
 from utils.autobatch import check_train_batch_size
+from utils.data import EarlyStartLoader
 from utils.dataloaders import create_dataloader
 from utils.dataset_config import check_dataset
 from utils.distributed import DistContext, ddp, probe
@@ -22,6 +23,7 @@ from utils.engine.run_folder import prepare_run_folder
 from utils.engine.schedule import NBS, Schedule, set_param_groups
 from utils.general import LOGGER, check_img_size, colorstr
 from utils.loss import ComputeLoss
+from utils.plot_jobs import PlotJobs
 from utils.plots import plot_labels
 from utils.precision import training_precision
 from utils.torch_utils import ModelEMA, de_parallel, set_seed, smart_optimizer
@@ -58,11 +60,22 @@ def build_training(opt, hyp, device, dist=None):
     amp_dtype, channels_last, scaler = training_precision(device, getattr(opt, "amp", None))
 
     train_loader, dataset, val_loader = _loaders(opt, hyp, data, imgsz, gs, nc, batch_size, dist)
+    # Loader workers are forked now, while this process is small: a worker forked from a trainer holding gigabytes
+    # of activations makes the trainer copy every page it writes afterwards (1-2 s of stall at yolov5n 320 when the
+    # validation workers were forked at the final epoch). Their first batches load during the rest of the set-up.
+    if ckpt is None and not opt.image_weights and not dist.distributed:
+        # the order of epoch 0 is settled; the iterator draws its base seed from the framework's RNG, which nothing
+        # below uses first
+        train_loader.sampler.set_epoch(0)
+        train_loader.start()
+    if val_loader is not None:
+        val_loader.start()  # kept for the first validation (the official trainer's loader starts the same way)
+    plots = PlotJobs(processes=None if dist.is_main else False)  # drawn beside training (main process only)
     if dist.is_main and not opt.resume:
         if not opt.noautoanchor:
             check_anchors(dataset, model=model, thr=hyp["anchor_t"], imgsz=imgsz)
         if not opt.noplots:
-            _plot_labels(dataset, names, run.save_dir)
+            _plot_labels(dataset, names, run.save_dir, plots)
 
     # ORDER: the EMA starts from the model as AutoAnchor left it (so it never averages stale anchors in), and is made
     # before DDP wrapping: OneFlow's DDP puts collective hooks on the module itself, so a copy made after it would
@@ -95,7 +108,7 @@ def build_training(opt, hyp, device, dist=None):
         multi_scale=opt.multi_scale, quad=opt.quad, fused_clip=bool(getattr(opt, "multi_tensor_optimizer", False)),
         state=state, opt=opt, hyp=hyp, opt_hyp=opt_hyp, data=data, nc=nc, names=names,
         is_coco=str(data.get("val", "")).endswith("coco/val2017.txt"), dataset=dataset, val_loader=val_loader,
-        run=run, loggers=loggers)
+        run=run, loggers=loggers, plots=plots)
 
 
 def _loaders(opt, hyp, data, imgsz, gs, nc, batch_size, dist):
@@ -112,15 +125,13 @@ def _loaders(opt, hyp, data, imgsz, gs, nc, batch_size, dist):
             shuffle=True, seed=opt.seed, nc=nc)  # nc: a class id >= nc stops naming the file and line
     val_loader = None
     if dist.is_main:
-        val_loader = create_dataloader(
+        val_loader = EarlyStartLoader(create_dataloader(
             data["val"], imgsz, bs * 2, gs, opt.single_cls, hyp=hyp, cache=None if opt.noval else opt.cache,
-            rect=True, rank=-1, workers=opt.workers * 2, pad=0.5, prefix=colorstr("val: "), nc=nc)[0]
-    return train_loader, dataset, val_loader
+            rect=True, rank=-1, workers=opt.workers * 2, pad=0.5, prefix=colorstr("val: "), nc=nc)[0])
+    return EarlyStartLoader(train_loader), dataset, val_loader
 
 
-def _plot_labels(dataset, names, save_dir):
-    try:
-        labels = np.concatenate([np.asarray(l).reshape(-1, 5) for l in dataset.labels], 0)
-        plot_labels(labels, names, save_dir)
-    except Exception as e:  # plots never stop a training
-        LOGGER.warning(f"WARNING ⚠️ labels.jpg not plotted: {e}")
+def _plot_labels(dataset, names, save_dir, plots):
+    labels = np.concatenate([np.asarray(l).reshape(-1, 5) for l in dataset.labels], 0)
+    LOGGER.info(f"Plotting labels to {save_dir / 'labels.jpg'}... ")
+    plots.submit("labels.jpg", plot_labels, labels, names, save_dir)

@@ -7,6 +7,7 @@ import numpy as np
 
 from utils import backend
 from utils.distributed import DistContext
+from utils.plot_jobs import PlotJobs
 
 
 @dataclass(frozen=True)
@@ -82,3 +83,4 @@ class TrainingParts:
     val_loader: Any = None  # the main process only
     run: Optional[RunFolder] = None
     loggers: Any = None  # utils.loggers.Loggers; None on other ranks and under --evolve
+    plots: PlotJobs = field(default_factory=lambda: PlotJobs(processes=False))  # draws the run's plot files

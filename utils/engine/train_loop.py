@@ -27,7 +27,7 @@ from utils.evaluation import validate_model
 from utils.general import LOGGER, colorstr
 from utils.loss_readback import LossReadback
 from utils.metrics import fitness
-from utils.plots import plot_images
+from utils.plots import images_as_drawn, plot_images
 from utils.torch_utils import EarlyStopping, de_parallel
 
 CLIP_NORM = 10.0  # gradient norm clip, as the official trainer
@@ -93,6 +93,7 @@ class TrainLoop:
         self.fitness = 0.0  # this epoch's
         self.best_fitness, self.best_epoch = state.best_fitness, state.best_epoch
         self.final_epoch = False
+        self.saved_in_epoch = {}  # checkpoint path -> the epoch this run last wrote it in
         self.stop_possible = False  # an early stop may come after the next epoch (it is then validated)
         self._stop_requested = False
         self._hooks = []
@@ -150,9 +151,10 @@ class TrainLoop:
         """One iteration on batch (uint8 images, targets, paths, shapes) at (self.epoch, self.iter)."""
         p, ni = self.parts, self.ni
         imgs, targets, paths, _ = batch
-        imgs = backend.to_device(imgs, p.device).float() / 255
-        if p.precision.channels_last:
+        imgs = backend.to_device(imgs, p.device)
+        if p.precision.channels_last:  # reordered as 1-byte pixels; the conversions below keep the layout
             imgs = backend.to_channels_last(imgs)
+        imgs = imgs.float() / 255
         settings = p.schedule.at(ni, self.epoch)
         if p.schedule.in_warmup(ni):
             set_param_groups(p.optimizer, settings.lrs, settings.momentum)
@@ -261,10 +263,8 @@ class TrainBatchPlotHook(HookBase):
         loop = self.loop
         if loop.ni < 3:
             f = loop.parts.run.save_dir / f"train_batch{loop.ni}.jpg"
-            try:
-                plot_images(loop.imgs, loop.targets, loop.paths, f)
-            except Exception as e:  # plots never stop a training
-                LOGGER.warning(f"WARNING ⚠️ {f.name} not plotted: {e}")
+            loop.parts.plots.submit(f.name, plot_images, images_as_drawn(loop.imgs), backend.to_numpy(loop.targets),
+                                    loop.paths, f)
 
 
 def validate(parts, model, plots=False, **kw):
@@ -272,12 +272,19 @@ def validate(parts, model, plots=False, **kw):
     half = parts.precision.autocast and backend.is_cuda(parts.device)  # CPU bf16 autocast keeps fp32 weights
     results, maps, _ = validate_model(model, parts.val_loader, parts.data, single_cls=parts.opt.single_cls, half=half,
                                       compute_loss=parts.compute_loss, save_dir=parts.run.save_dir, plots=plots,
-                                      **kw)  # leaves the model in fp32, where the EMA averages
+                                      plot_jobs=parts.plots, **kw)  # leaves the model in fp32, where the EMA averages
     return tuple(float(x) for x in results), np.asarray(maps, dtype=np.float64)
 
 
 class ValidationHook(HookBase):
-    """Each epoch (only the final one with --noval): the EMA validated, fitness and the best epoch so far."""
+    """Each epoch (only the final one with --noval): the EMA validated, fitness and the best epoch so far. The
+    validation images of an epoch that will be validated load while it trains (loader workers, spare CPU)."""
+
+    def before_epoch(self):
+        loop, p = self.loop, self.loop.parts
+        final = loop.epoch + 1 == loop.epochs or loop.stop_possible  # what after_epoch will call final_epoch
+        if (not p.opt.noval or final) and hasattr(p.val_loader, "start"):
+            p.val_loader.start()
 
     def after_epoch(self):
         loop, p = self.loop, self.loop.parts
@@ -321,10 +328,11 @@ class ResultsLogHook(HookBase):
         self.loggers.on_fit_epoch_end(list(loop.mloss) + list(loop.results) + loop.lrs, loop.epoch)
 
 
-def save_ckpt(ckpt, path):
-    """Atomic save with a clear message for a full disk or an unwritable folder."""
+def save_ckpt(ckpt, path, *also):
+    """Atomic save (to path and the paths in also, encoded once) with a clear message for a full disk or an
+    unwritable folder."""
     try:
-        save_checkpoint(ckpt, path)
+        save_checkpoint(ckpt, path, *also)
     except OSError as e:
         raise TrainingError(f"Could not write checkpoint {path}: {e.strerror or e} "
                             "(disk full or folder not writable?); the previous checkpoint is unchanged.") from e
@@ -350,31 +358,44 @@ class CheckpointHook(HookBase):
         if opt.nosave and not (loop.final_epoch and not opt.evolve):
             return
         ckpt = checkpoint_contents(loop)
-        save_ckpt(ckpt, run.last)
+        paths = [run.last]
         if loop.best_fitness == loop.fitness:
-            save_ckpt(ckpt, run.best)
+            paths.append(run.best)
         if opt.save_period > 0 and loop.epoch % opt.save_period == 0:
-            save_ckpt(ckpt, run.weights / f"epoch{loop.epoch}.pt")
+            paths.append(run.weights / f"epoch{loop.epoch}.pt")
+        save_ckpt(ckpt, *paths)  # encoded once
+        loop.saved_in_epoch.update({path: loop.epoch for path in paths})
 
 
 class FinishHook(HookBase):
-    """Once training ends: last.pt and best.pt stripped as the official trainer does it, best.pt validated with plots
-    and per-class figures (these become the run's results), results.png, the closing line."""
+    """Once training ends: results.png, last.pt and best.pt stripped as the official trainer does it, best.pt
+    validated with plots and per-class figures (these become the run's results), the closing line once every plot
+    file is written."""
 
     def after_train(self):
         loop, p = self.loop, self.loop.parts
         opt, run = p.opt, p.run
+        if p.loggers is not None:  # results.csv is complete: results.png is drawn while best.pt is validated
+            p.loggers.on_train_end(plots=not opt.noplots, draw=p.plots.submit)
+        if run.best.exists() and not opt.evolve and hasattr(p.val_loader, "start"):
+            p.val_loader.start()  # its images load while the checkpoints are stripped
+        # best.pt written in the same epoch as last.pt holds the same checkpoint: stripped once, written to both
+        same = run.last.exists() and run.best.exists() and \
+            loop.saved_in_epoch.get(run.best, -1) == loop.saved_in_epoch.get(run.last)
         for f in (run.last, run.best):
             signals.check()
-            if f.exists():
+            if not f.exists():
+                continue
+            if f == run.last:
+                strip_optimizer(f, save=save_ckpt, also=(run.best,) if same else ())
+            elif not same:
                 strip_optimizer(f, save=save_ckpt)
-                if f == run.best and not opt.evolve:
-                    LOGGER.info(f"\nValidating {f}...")
-                    model = attempt_load(f, p.device, fuse=True)
-                    loop.results, _ = validate(p, model, plots=not opt.noplots, verbose=True,
-                                               iou_thres=0.65 if p.is_coco else 0.60, save_json=p.is_coco)
-        if p.loggers is not None:
-            p.loggers.on_train_end(plots=not opt.noplots)
+            if f == run.best and not opt.evolve:
+                LOGGER.info(f"\nValidating {f}...")
+                model = attempt_load(f, p.device, fuse=True)
+                loop.results, _ = validate(p, model, plots=not opt.noplots, verbose=True,
+                                           iou_thres=0.65 if p.is_coco else 0.60, save_json=p.is_coco)
+        p.plots.wait()  # every plot file written before the closing line
         LOGGER.info(f"Results saved to {colorstr('bold', run.save_dir)}")
 
 

@@ -20,6 +20,7 @@ from utils.evaluation.matching import labels_in_pixels, match_image
 from utils.general import LOGGER
 from utils.inference.label_txt import write_label_txt
 from utils.metrics import ConfusionMatrix, ap_per_class
+from utils.plot_jobs import inline
 
 IOU_THRESHOLDS = np.linspace(0.5, 0.95, 10)  # mAP@0.5:0.95
 TABLE_HEADER = ("%22s" + "%11s" * 6) % ("Class", "Images", "Instances", "P", "R", "mAP50", "mAP50-95")
@@ -78,6 +79,7 @@ class DetectionEvaluator:
         self.confusion_matrix = ConfusionMatrix(nc=self.nc)
         self.stats = []  # per image: (correct (n, T) bool, conf (n,), predicted class (n,), label classes (m,))
         self.seen = 0
+        self.draw = inline  # draw(what, fn, *args, **kwargs) makes a plot file; run_validation hands a PlotJobs.submit
 
     def update(self, preds, targets, shapes, input_hw, paths=None):
         """One batch. preds: per image (n, 6) [xyxy, conf, cls] (NMS output, tensor or numpy) in pixels of the
@@ -112,11 +114,12 @@ class DetectionEvaluator:
         """With plots, the first three batches as val_batch{i}_labels.jpg and val_batch{i}_pred.jpg."""
         if not self.plots or batch_i >= 3:
             return
-        from utils.plots import output_to_target, plot_images
+        from utils.plots import images_as_drawn, output_to_target, plot_images
         labels = labels_in_pixels(targets, im.shape[2:])
-        plot_images(im, labels, paths, self.save_dir / f"val_batch{batch_i}_labels.jpg", self.names)
-        plot_images(im, output_to_target(preds, max_det=max_det), paths,
-                    self.save_dir / f"val_batch{batch_i}_pred.jpg", self.names)
+        im = images_as_drawn(im)
+        for kind, targets in (("labels", labels), ("pred", output_to_target(preds, max_det=max_det))):
+            f = self.save_dir / f"val_batch{batch_i}_{kind}.jpg"
+            self.draw(f.name, plot_images, im, targets, paths, f, self.names)
 
     def compute(self):
         """The figures of everything updated so far; prints the table (the `all` row, per-class rows when verbose
@@ -125,13 +128,14 @@ class DetectionEvaluator:
         stats = [np.concatenate(x, 0) for x in zip(*self.stats)]
         if len(stats) and stats[0].any():
             _, _, m.p, m.r, _, ap, m.ap_class = ap_per_class(*stats, plot=self.plots, save_dir=self.save_dir,
-                                                             names=self.names)
+                                                             names=self.names, draw=self.draw)
             m.ap50, m.ap = ap[:, 0], ap.mean(1)  # AP@0.5, AP@0.5:0.95
             m.mp, m.mr, m.map50, m.map50_95 = m.p.mean(), m.r.mean(), m.ap50.mean(), m.ap.mean()
         m.nt = np.bincount(stats[3].astype(int), minlength=self.nc) if len(stats) else np.zeros(self.nc, int)
         self._log_table(m, per_class=self.verbose and self.nc > 1 and len(stats))
         if self.plots:
-            self.confusion_matrix.plot(save_dir=self.save_dir, names=list(self.names.values()))
+            self.draw("confusion_matrix.png", self.confusion_matrix.plot, save_dir=self.save_dir,
+                      names=list(self.names.values()))
         return m
 
     def _log_table(self, m, per_class):

@@ -17,6 +17,7 @@ from utils.evaluation.evaluator import IOU_THRESHOLDS, TABLE_HEADER, DetectionEv
 from utils.general import LOGGER, non_max_suppression
 from utils.inference.profile import Profile, ms_per_image
 from utils.inference.steps import preprocess
+from utils.plot_jobs import PlotJobs
 
 TQDM_BAR_FORMAT = "{l_bar}{bar:10}{r_bar}"
 
@@ -63,12 +64,26 @@ def _hybrid_labels(targets, nb, width, height):
 
 @inference_mode()
 def run_validation(model, dataloader, evaluator, compute_loss=None, half=False, augment=False, conf_thres=0.001,
-                   iou_thres=0.6, max_det=300, save_hybrid=False, speed_shape=None):
+                   iou_thres=0.6, max_det=300, save_hybrid=False, speed_shape=None, plot_jobs=None):
     """Validate model (in eval mode and the precision half says) on dataloader's (im, targets, paths, shapes)
     batches. compute_loss: also average the (box, obj, cls) losses, from the raw maps an eval-mode model returns;
     speed_shape: the input shape to name in a printed Speed line (none is printed without it).
     Returns ((P, R, mAP50, mAP50-95, box, obj, cls losses), per-class mAP50-95 (nc,), (pre-process, inference, NMS)
-    ms per image): what val.run returns."""
+    ms per image): what val.run returns. With evaluator.plots the plot files are drawn beside the batches by
+    plot_jobs (a utils.plot_jobs.PlotJobs: the trainer's; one of its own when None) and all written when this
+    returns."""
+    jobs = plot_jobs if plot_jobs is not None else PlotJobs(processes=None if evaluator.plots else False)
+    draw, evaluator.draw = evaluator.draw, jobs.submit
+    try:
+        return _validation_pass(model, dataloader, evaluator, compute_loss, half, augment, conf_thres, iou_thres,
+                                max_det, save_hybrid, speed_shape)
+    finally:
+        jobs.wait() if plot_jobs is not None else jobs.close()
+        evaluator.draw = draw
+
+
+def _validation_pass(model, dataloader, evaluator, compute_loss, half, augment, conf_thres, iou_thres, max_det,
+                     save_hybrid, speed_shape):
     device = model_device(model)
     profiles = Profile(device), Profile(device), Profile(device)
     loss = torch.zeros(3, device=device)
@@ -108,7 +123,7 @@ def run_validation(model, dataloader, evaluator, compute_loss=None, half=False, 
 
 def validate_model(model, dataloader, data, single_cls=False, half=False, compute_loss=None, save_dir=Path(""),
                    plots=True, verbose=False, conf_thres=0.001, iou_thres=0.6, max_det=300, augment=False,
-                   save_txt=False, save_hybrid=False, save_conf=False, save_json=False, task="val"):
+                   save_txt=False, save_hybrid=False, save_conf=False, save_json=False, task="val", plot_jobs=None):
     """The trainer's validation of an in-memory model (the EMA each epoch, best.pt at the end) on its validation
     loader. data: a dataset dict or YAML path. half: fp16 on CUDA (ignored elsewhere); the model is back in fp32
     afterwards, so the EMA keeps averaging in fp32. Returns what run_validation returns."""
@@ -123,6 +138,7 @@ def validate_model(model, dataloader, data, single_cls=False, half=False, comput
                                       save_json=save_json)
     try:
         return run_validation(model, dataloader, evaluator, compute_loss=compute_loss, half=half, augment=augment,
-                              conf_thres=conf_thres, iou_thres=iou_thres, max_det=max_det, save_hybrid=save_hybrid)
+                              conf_thres=conf_thres, iou_thres=iou_thres, max_det=max_det, save_hybrid=save_hybrid,
+                              plot_jobs=plot_jobs)
     finally:
         model.float()

@@ -2,18 +2,20 @@
 original pixels out. Non-maximum suppression between them is utils.general.non_max_suppression."""
 import numpy as np
 
-from utils.backend import from_numpy, to_numpy
+from utils.backend import channels_last_pays, from_numpy, to_channels_last, to_numpy, torch
 from utils.general import scale_boxes
 
 
 def preprocess(im, device, half=False):
     """Letterboxed uint8 RGB image(s), CHW or BCHW, numpy or tensor -> (b, 3, h, w) float tensor in [0, 1] on
-    device (float16 with half)."""
+    device (float16 with half), channels_last where the backend says that layout is faster (the CPU; same values)."""
     x = from_numpy(im) if isinstance(im, np.ndarray) else im
     x = x.to(device)
+    x = x[None] if x.ndim == 3 else x
+    if channels_last_pays(x.device, torch.float16 if half else torch.float32):
+        x = to_channels_last(x)  # reordered while it is still 1-byte pixels; the conversions below keep the layout
     x = x.half() if half else x.float()
-    x = x / 255  # not in place: .float() of a float tensor is the caller's own tensor
-    return x[None] if x.ndim == 3 else x
+    return x / 255  # not in place: .float() of a float tensor is the caller's own tensor
 
 
 def to_original(det, input_hw, im0_shape, ratio_pad=None):

@@ -1,0 +1,131 @@
+"""utils/plot_jobs.py: plot files drawn by helper processes while the caller goes on, all written after wait();
+a failure is one warning; a helper that dies does not hang the run; inline where turned off."""
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from utils.general import LOGGER
+from utils.plot_jobs import HELPERS, PlotJobs
+
+FORK = pytest.mark.skipif(not hasattr(os, "fork"), reason="fork-based helpers")
+
+
+def _write_pid(path, delay=0.0):
+    time.sleep(delay)
+    path.write_text(str(os.getpid()))
+
+
+def _fail():
+    raise ValueError("no axes")
+
+
+@pytest.fixture
+def warnings_seen(caplog):
+    LOGGER.propagate = True
+    with caplog.at_level("WARNING", logger="yolov5"):
+        yield caplog
+    LOGGER.propagate = False
+
+
+@FORK
+def test_drawings_run_beside_the_caller_and_are_all_written_after_wait(tmp_path):
+    jobs = PlotJobs()
+    files = [tmp_path / f"{i}.txt" for i in range(5)]
+    try:
+        jobs.submit("first", _write_pid, tmp_path / "first.txt")  # the helpers start here
+        t0 = time.perf_counter()
+        for f in files:
+            jobs.submit(f.name, _write_pid, f, delay=0.3)
+        handed_over = time.perf_counter() - t0
+        jobs.wait()
+        assert all(f.is_file() for f in files)  # all written once wait() returns
+    finally:
+        jobs.close()
+    pids = {int(f.read_text()) for f in files}
+    assert os.getpid() not in pids and len(pids) == HELPERS  # drawn by the helpers, side by side
+    assert handed_over < 0.3  # submit() only hands over: 1.5 s of drawing did not hold the caller
+
+
+@FORK
+def test_a_failed_drawing_is_one_warning_and_the_rest_are_drawn(tmp_path, warnings_seen):
+    jobs = PlotJobs()
+    try:
+        jobs.submit("broken.png", _fail)
+        jobs.submit("fine.txt", _write_pid, tmp_path / "fine.txt")
+        jobs.wait()
+    finally:
+        jobs.close()
+    assert warnings_seen.text.count("broken.png not plotted: no axes") == 1 and (tmp_path / "fine.txt").is_file()
+
+
+@FORK
+def test_a_dead_helper_is_reported_not_waited_for_forever(tmp_path, warnings_seen):
+    """Helpers killed while drawing: their drawings are reported lost; later ones are drawn here instead."""
+    jobs = PlotJobs()
+    try:
+        for i in range(HELPERS):
+            jobs.submit(f"lost{i}.png", _write_pid, tmp_path / f"lost{i}.txt", delay=3)
+        time.sleep(0.5)
+        for h in jobs._helpers:
+            os.kill(h.process.pid, signal.SIGKILL)
+        t0 = time.perf_counter()
+        jobs.wait()
+        assert time.perf_counter() - t0 < 10
+        jobs.submit("later.txt", _write_pid, tmp_path / "later.txt")
+    finally:
+        jobs.close()
+    assert all(f"lost{i}.png not plotted" in warnings_seen.text for i in range(HELPERS))
+    assert not list(tmp_path.glob("lost*.txt")) and int((tmp_path / "later.txt").read_text()) == os.getpid()
+
+
+def test_inline_when_turned_off(tmp_path, monkeypatch, warnings_seen):
+    monkeypatch.setenv("YOLO_PLOT_PROCESSES", "0")
+    jobs = PlotJobs()
+    jobs.submit("a.txt", _write_pid, tmp_path / "a.txt")
+    assert int((tmp_path / "a.txt").read_text()) == os.getpid()  # drawn before submit returned, here
+    jobs.submit("broken.png", _fail)
+    assert "broken.png not plotted: no axes" in warnings_seen.text
+
+
+def test_plot_files_of_a_validation_are_there_when_it_returns(tmp_path):
+    """run_validation with plots: the batch mosaics, curves and confusion matrix drawn in children, all on disk when
+    it returns."""
+    from utils.backend import from_numpy
+    from utils.evaluation import DetectionEvaluator, run_validation
+    from utils.backend import nn, torch
+
+    class Fixed(nn.Module):  # predicts each image's one label box, confidently
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.zeros(1))
+
+        def forward(self, im):
+            b = im.shape[0]
+            p = np.zeros((b, 1, 7), np.float32)
+            p[:, 0, :5] = 32, 32, 20, 20, 0.9
+            p[:, 0, 5] = 1.0
+            return from_numpy(p), None
+
+    batch = (from_numpy(np.zeros((2, 3, 64, 64), np.uint8)),
+             from_numpy(np.array([[0, 0, 0.5, 0.5, 0.3, 0.3], [1, 1, 0.5, 0.5, 0.3, 0.3]], np.float32)),
+             ["a.jpg", "b.jpg"], [((64, 64), ((1.0, 1.0), (0.0, 0.0)))] * 2)
+    ev = DetectionEvaluator(2, {0: "a", 1: "b"}, plots=True, save_dir=tmp_path)
+    run_validation(Fixed(), [batch], ev)
+    for f in ("val_batch0_labels.jpg", "val_batch0_pred.jpg", "confusion_matrix.png", "PR_curve.png",
+              "F1_curve.png", "P_curve.png", "R_curve.png"):
+        assert (tmp_path / f).is_file(), f
+
+
+@FORK
+def test_a_drawing_that_cannot_be_handed_over_is_drawn_here(tmp_path):
+    jobs = PlotJobs()
+    try:
+        jobs.submit("first", _write_pid, tmp_path / "first.txt")
+        jobs.submit("local.txt", lambda f: _write_pid(f), tmp_path / "local.txt")  # a lambda does not pickle
+        jobs.wait()
+    finally:
+        jobs.close()
+    assert int((tmp_path / "local.txt").read_text()) == os.getpid()

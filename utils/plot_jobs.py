@@ -1,0 +1,155 @@
+"""Plot files drawn by helper processes while the run goes on.
+
+A training run spends seconds of its main thread on matplotlib and OpenCV drawings -- labels.jpg and its
+correlogram, the train and val batch mosaics, the PR/F1/P/R curves, the confusion matrix, results.png: about 4.5 s
+of a 25 s yolov5n run on a 2-core machine -- while the other core often waits (loader workers idle between batches,
+single-threaded Python between steps). PlotJobs hands each drawing to one of two helper processes instead: the
+caller goes on, a helper writes the file. wait() blocks until every drawing handed over is written: training waits
+before its closing line (and on the way out of a failed run), validation before it returns, so every file is there
+when the caller looks.
+
+The helpers are forked once, when the first drawing is submitted (early in a run, while the heap is small: a child
+forked later from a multi-gigabyte training process makes the parent copy every page it writes while the child
+lives), and they import matplotlib themselves. Drawings get host data only (numpy arrays, numbers, paths; the
+caller converts tensors first) and never call the framework. Without fork (Windows) or with YOLO_PLOT_PROCESSES=0
+each drawing happens inline when submitted, as the official code draws. A drawing that fails is one warning, never a
+failed run.
+"""
+import multiprocessing
+import os
+import pickle
+
+from utils.general import LOGGER
+
+HELPERS = 2  # the end of a validation hands over five figures at once: two draw side by side
+
+
+def inline(what, fn, *args, **kwargs):
+    """Draw now in this process (PlotJobs.submit's signature); a failure is one warning."""
+    try:
+        fn(*args, **kwargs)
+    except Exception as e:  # plots are a convenience: never fail a run over them
+        LOGGER.warning(f"WARNING ⚠️ {what} not plotted: {e}")
+
+
+def _serve(jobs, answers):
+    """A helper: draw each (what, fn, args, kwargs) received, answer (what, error or ''), stop at None."""
+    try:
+        from utils.plots import _plt
+        _plt()  # matplotlib with the Agg backend, once
+    except Exception:  # a missing matplotlib fails the drawings that need it, each with its warning
+        pass
+    while True:
+        try:
+            job = jobs.get()
+        except (EOFError, OSError):  # the parent is gone
+            break
+        if job is None:
+            break
+        what, fn, args, kwargs = pickle.loads(job)
+        try:
+            fn(*args, **kwargs)
+            answers.send((what, ""))
+        except Exception as e:
+            answers.send((what, str(e) or type(e).__name__))
+    os._exit(0)  # no interpreter teardown: the helper owns nothing else
+
+
+class _Helper:
+    """One helper process. Jobs go through a queue whose feeder thread writes them to the pipe, so handing over a
+    batch mosaic's 20 MB never blocks the caller while the helper is still drawing; answers come back on a pipe."""
+
+    def __init__(self):
+        ctx = multiprocessing.get_context("fork")
+        self.jobs = ctx.Queue()
+        self.conn, child = ctx.Pipe(duplex=False)
+        self.process = ctx.Process(target=_serve, args=(self.jobs, child), daemon=True)
+        self.process.start()
+        child.close()
+        self.pending = []  # what, in the order handed over
+
+    def send(self, job):
+        self.jobs.put(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))  # pickled here: a job that cannot be
+        # pickled raises in the caller (in the queue's feeder thread it would be lost, and wait() would never end)
+
+    def collect(self, block):
+        """Answers received so far (all pending ones when block): [(what, error)]."""
+        out = []
+        while self.pending and (block or self.conn.poll()):
+            answer = None
+            if self.conn.poll(1.0):
+                try:
+                    answer = self.conn.recv()
+                except (EOFError, OSError):  # the helper's end closed: it is gone
+                    self.process.join(timeout=5)
+            if answer is None:
+                if self.process.is_alive():
+                    continue  # still drawing
+                out += [(w, f"its drawing process ended with status {self.process.exitcode}") for w in self.pending]
+                self.pending.clear()  # died (killed, out of memory): what it had not drawn is lost
+                break
+            what, err = answer
+            self.pending.remove(what)
+            out.append((what, err))
+        return out
+
+    def close(self):
+        try:
+            self.jobs.put(None)
+        except (OSError, ValueError):
+            pass
+        self.process.join(timeout=5)
+        if self.process.is_alive():
+            self.process.terminate()
+        self.jobs.close()
+        self.jobs.join_thread()
+        self.conn.close()
+
+
+class PlotJobs:
+    """Drawings handed to helper processes: submit(what, fn, *args, **kwargs) runs fn(*args, **kwargs) there, wait()
+    blocks until all are written, close() ends the helpers (wait() first)."""
+
+    def __init__(self, processes=None):
+        if processes is None:
+            processes = hasattr(os, "fork") and os.environ.get("YOLO_PLOT_PROCESSES", "1").strip() != "0"
+        self.processes = processes
+        self._helpers = []
+
+    def submit(self, what, fn, *args, **kwargs):
+        if not self.processes:
+            return inline(what, fn, *args, **kwargs)
+        if not self._helpers:
+            try:
+                self._helpers = [_Helper() for _ in range(HELPERS)]
+            except OSError as e:  # no memory or process slots for helpers: draw here from now on
+                LOGGER.debug(f"plots drawn inline ({e})")
+                self.processes = False
+                return inline(what, fn, *args, **kwargs)
+        self._report(h.collect(block=False) for h in self._helpers)
+        helper = min(self._helpers, key=lambda h: len(h.pending))
+        if not helper.process.is_alive():
+            return inline(what, fn, *args, **kwargs)  # gone: draw it here
+        try:
+            helper.send((what, fn, args, kwargs))
+        except (OSError, ValueError, TypeError, AttributeError) as e:  # not picklable: draw it here
+            LOGGER.debug(f"{what} drawn inline ({e})")
+            return inline(what, fn, *args, **kwargs)
+        helper.pending.append(what)
+
+    def wait(self):
+        """Block until every drawing submitted so far is written (or has failed with its warning)."""
+        self._report(h.collect(block=True) for h in self._helpers)
+
+    def close(self):
+        self.wait()
+        for h in self._helpers:
+            h.close()
+        self._helpers = []
+
+    @staticmethod
+    def _report(answers):
+        for batch in answers:
+            for what, err in batch:
+                if err:
+                    LOGGER.warning(f"WARNING ⚠️ {what} not plotted: {err}")
