@@ -191,7 +191,10 @@ def main(opt):
     if not Path(ref_python).exists():
         print(f"compare_train: skipped: no Python for the official checkout at {ref_python} (--ref-python).")
         return 0
-    drop = ("PYTHONPATH", "YOLO_BACKEND", "_YOLO_BACKEND_ANNOUNCED")
+    # Launcher variables are dropped too: a process that imported OneFlow carries RANK=-1 and LOCAL_RANK=0, which the
+    # official trainer reads as a DDP launch ("insufficient CUDA devices for DDP command").
+    drop = ("PYTHONPATH", "YOLO_BACKEND", "_YOLO_BACKEND_ANNOUNCED", "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR",
+            "MASTER_PORT")
     base_env = {k: v for k, v in os.environ.items() if k not in drop}
     ref_env = {**base_env, **dict(kv.split("=", 1) for kv in opt.ref_env)}
     own_env = {**base_env, **dict(kv.split("=", 1) for kv in opt.project_env)}  # the backend follows the device

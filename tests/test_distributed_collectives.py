@@ -44,6 +44,7 @@ with main_process_first(ctx):
 flags = [broadcast_flag(ctx, ctx.rank == 0), broadcast_flag(ctx, ctx.rank == 1)]
 barrier(ctx)
 print(json.dumps({"rank": ctx.rank, "flags": flags}), flush=True)
+backend.torch.distributed.destroy_process_group()  # left to the interpreter's exit, gloo's threads may abort it
 """
 
 

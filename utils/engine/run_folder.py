@@ -6,7 +6,7 @@ from pathlib import Path
 import yaml
 
 from utils import signals
-from utils.atomic_files import remove_stale_temp_files
+from utils.atomic_files import remove_stale_temp_files, write_atomically
 from utils.checkpoint.run_options import official_opt
 from utils.engine.errors import TrainingError
 from utils.engine.parts import RunFolder
@@ -40,8 +40,9 @@ def prepare_run_folder(opt, hyp, dist):
     LOGGER.info(colorstr("hyperparameters: ") + ", ".join(f"{k}={v}" for k, v in hyp.items()))
     if opt.evolve:  # evolve.csv and hyp_evolve.yaml record the generations instead
         return run, None
-    with open(run.save_dir / "hyp.yaml", "w") as f:
-        yaml.safe_dump(hyp, f, sort_keys=False)
-    with open(run.save_dir / "opt.yaml", "w") as f:  # official train.py --resume reads this file
-        yaml.safe_dump(official_opt(opt, hyp), f, sort_keys=False)
+    # Atomic: on a resume the other DDP ranks read hyp.yaml (train.resume_opt) while rank 0 rewrites it here; a
+    # plain rewrite let them read it empty. Official train.py --resume reads opt.yaml.
+    for name, content in (("hyp.yaml", hyp), ("opt.yaml", official_opt(opt, hyp))):
+        text = yaml.safe_dump(content, sort_keys=False).encode()
+        write_atomically(run.save_dir / name, lambda f, text=text: f.write(text), mode=0o644)
     return run, Loggers(run.save_dir, opt, hyp)
