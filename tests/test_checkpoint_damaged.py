@@ -34,18 +34,28 @@ def cut_pt(tmp_path_factory, yolov5n_pt):
     return _cut(yolov5n_pt, tmp_path_factory.mktemp("cut") / "yolov5n.pt", 0.6)
 
 
+@pytest.fixture(scope="module")
+def coco128_yaml(tmp_path_factory, coco128_dir):
+    """The shared coco128 by absolute path: train.py checks the data before the weights, and a clean clone has no
+    ../datasets/coco128 for the stock coco128.yaml (nothing is downloaded in the tests)."""
+    y = tmp_path_factory.mktemp("data") / "coco128.yaml"
+    y.write_text(f"path: {coco128_dir}\ntrain: images/train2017\nval: images/train2017\nnc: 80\n"
+                 f"names: {[str(i) for i in range(80)]}\n")
+    return y
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("script,args", [
-    ("val.py", ["--weights", "{w}", "--data", "coco128.yaml"]),
+    ("val.py", ["--weights", "{w}", "--data", "{data}"]),
     ("detect.py", ["--weights", "{w}", "--source", os.path.join(ROOT, "data", "images")]),
-    ("train.py", ["--weights", "{w}", "--data", "coco128.yaml", "--epochs", "1", "--batch-size", "4"]),
+    ("train.py", ["--weights", "{w}", "--data", "{data}", "--epochs", "1", "--batch-size", "4"]),
     ("train.py", ["--resume", "{w}"]),
 ], ids=["val", "detect", "train-weights", "train-resume"])
-def test_entry_scripts_report_a_cut_pt_in_one_line(script, args, cut_pt, tmp_path):
+def test_entry_scripts_report_a_cut_pt_in_one_line(script, args, cut_pt, coco128_yaml, tmp_path):
     from utils.backend import BACKEND
     env = {**os.environ, "YOLO_BACKEND": BACKEND, "YOLO_QUIET": "1", "PYTHONPATH": ROOT}
     extra = [] if "--resume" in args else ["--device", "cpu", "--img", "64", "--project", str(tmp_path / "runs")]
-    p = subprocess.run([sys.executable, script, *[a.format(w=cut_pt) for a in args], *extra], cwd=ROOT, env=env,
+    p = subprocess.run([sys.executable, script, *[a.format(w=cut_pt, data=coco128_yaml) for a in args], *extra], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]
     lines = [ln for ln in p.stderr.splitlines() if str(cut_pt) in ln]
