@@ -3,10 +3,11 @@ large block back to the kernel. Needs no framework; utils/backend/__init__.py ca
 
 Why: a CPU training step allocates and frees hundreds of activation tensors of 1-200 MB. glibc serves blocks above
 its mmap threshold (at most 32 MiB) with a fresh mmap and unmaps them on free, and trims the top of the heap after
-large frees, so every step faults all its activation pages in again and the kernel zeroes each one: a yolov5s
-training step at 640 px spent 4 s of its 11 s in the kernel (2.0-2.4 million minor page faults), a yolov5n one
-65% of its wall time. With mmap off for malloc and trimming off, the pages are reused across steps (0-0.3 million
-faults) for about 5% more resident memory (benchmarks/cpu_levers.py --variants fp32 and NOTE-issue16.md).
+large frees, so every step faults all its activation pages in again and the kernel zeroes each one. On a 2-core
+EPYC a yolov5s training step at 640 px (batch 16) took 11-13.5 s with 4 s of it in the kernel (2.0-2.4 million
+minor page faults) and 7.1-7.7 s with this; a validation forward (batch 32) 12.5-13.4 s against 4.5-5.0 s; a
+yolov5n 640 step 7.6-8.4 s against 2.8 s. The pages are reused across steps (0-0.3 million faults) for about 5%
+more resident memory. To compare: YOLO_HOST_MALLOC=default python benchmarks/cpu_levers.py, and without it.
 
 A user who chose an allocator (LD_PRELOAD of jemalloc/tcmalloc/mimalloc, MALLOC_*_ variables or GLIBC_TUNABLES)
 keeps it; YOLO_HOST_MALLOC=default leaves glibc's defaults alone.
