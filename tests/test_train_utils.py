@@ -1,7 +1,6 @@
 """Unit tests of the training helpers: parameter groups, EMA, early stopping, lr schedule, warmup, hyp scaling,
 AutoAnchor, results.csv, evolve. Each checks exact values that a wrong implementation would miss."""
 import math
-import types
 
 import numpy as np
 import pytest
