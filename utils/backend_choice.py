@@ -5,6 +5,7 @@ tested and asked from a shell before any framework is installed:
 
     python3 utils/backend_choice.py      # prints 'oneflow' or 'torch' for this machine (the Makefile's default)
 """
+import functools
 import glob
 import os
 import shutil
@@ -38,6 +39,13 @@ def gpu_seen(env=None, exists=os.path.exists, listdir=glob.glob, which=shutil.wh
     return False, "no CUDA GPU seen"
 
 
+@functools.lru_cache(maxsize=1)
+def gpu_seen_here():
+    """gpu_seen() for this process, looked at once: the backend's selection, PyTorch's OpenMP default and the host
+    allocator all ask at start-up, and the answer does not change while the process runs."""
+    return gpu_seen()
+
+
 def choose_backend(requested, gpu, gpu_why, installed):
     """The backends to try, in order, and why: a pure function of what is asked and what is seen.
 
@@ -57,7 +65,6 @@ def choose_backend(requested, gpu, gpu_why, installed):
     if installed.get(preferred, True) or not installed.get(other, False):
         return [preferred, other], why
     return [other, preferred], f"{gpu_why}, but {BACKEND_NAMES[preferred]} is not installed"
-
 
 
 if __name__ == "__main__":

@@ -18,10 +18,10 @@ import sys
 from utils.backend.api import FUNCTION_SET
 from utils.backend.host_memory import keep_freed_memory
 from utils.backend.selection import select_backend
-from utils.backend_choice import gpu_seen
+from utils.backend_choice import gpu_seen_here
 
 BACKEND, impl, SELECTION_REASON = select_backend()
-if not gpu_seen()[0]:  # CPU tensors are the activations: keep their pages between steps (host_memory.py)
+if not gpu_seen_here()[0]:  # CPU tensors are the activations: keep their pages between steps (host_memory.py)
     keep_freed_memory()
 IS_ONEFLOW = BACKEND == "oneflow"  # for tests and tools; project code asks the function set instead
 IS_TORCH = BACKEND == "torch"

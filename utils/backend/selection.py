@@ -4,14 +4,14 @@ import importlib
 import os
 
 from utils.backend.common import installed
-from utils.backend_choice import BACKEND_NAMES, BackendError, choose_backend, gpu_seen
+from utils.backend_choice import BACKEND_NAMES, BackendError, choose_backend, gpu_seen_here
 
 
 def select_backend():
     """(name, its per-backend module, why) for this process: YOLO_BACKEND=oneflow|torch, or unset: the backend
     follows the device. A preferred framework that fails to import makes way for the other, and the reason says so."""
     requested = os.environ.get("YOLO_BACKEND", "")
-    gpu, gpu_why = gpu_seen() if not requested.strip() else (None, "")
+    gpu, gpu_why = gpu_seen_here() if not requested.strip() else (None, "")
     order, why = choose_backend(requested, gpu, gpu_why, {k: installed(k) for k in BACKEND_NAMES})
     errors = []
     for name in order:
