@@ -200,8 +200,8 @@ def main(opt):
     own_env = {**base_env, **dict(kv.split("=", 1) for kv in opt.project_env)}  # the backend follows the device
     own_extra = opt.project_args.split()
     result = {"command": " ".join(sys.argv), "cpu": _cpu_name(), "cores": os.cpu_count(), "epochs": opt.epochs,
-              "batch": opt.batch, "workers": opt.workers, "project_args": own_extra, "project_env": opt.project_env, "ref_env": opt.ref_env,
-              "train": {}, "val": None, "load_start": _load()}
+              "batch": opt.batch, "workers": opt.workers, "project_args": own_extra, "project_env": opt.project_env,
+              "ref_env": opt.ref_env, "train": {}, "val": None, "load_start": _load()}
     with tempfile.TemporaryDirectory(prefix="compare_train_") as tmp:
         tmp = Path(tmp)
         data = {"official": dataset_copy(Path(opt.data), tmp / "coco128_official"),

@@ -55,8 +55,8 @@ def test_entry_scripts_report_a_cut_pt_in_one_line(script, args, cut_pt, coco128
     from utils.backend import BACKEND
     env = {**os.environ, "YOLO_BACKEND": BACKEND, "YOLO_QUIET": "1", "PYTHONPATH": ROOT}
     extra = [] if "--resume" in args else ["--device", "cpu", "--img", "64", "--project", str(tmp_path / "runs")]
-    p = subprocess.run([sys.executable, script, *[a.format(w=cut_pt, data=coco128_yaml) for a in args], *extra], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=300)
+    cmd = [sys.executable, script, *[a.format(w=cut_pt, data=coco128_yaml) for a in args], *extra]
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]
     lines = [ln for ln in p.stderr.splitlines() if str(cut_pt) in ln]
     assert len(lines) == 1 and "truncated" in lines[0] and DAMAGED_REMEDY in lines[0], p.stderr[-3000:]

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from utils.general import LOGGER, colorstr
+from utils.plot_jobs import inline
 
 KEYS = ["train/box_loss", "train/obj_loss", "train/cls_loss",  # train loss
         "metrics/precision", "metrics/recall", "metrics/mAP_0.5", "metrics/mAP_0.5:0.95",  # metrics
@@ -101,7 +102,6 @@ class Loggers:
     def on_train_end(self, plots=True, draw=None):
         """results.png (drawn by draw(what, fn, *args), a PlotJobs.submit, or here), then TensorBoard closed."""
         if plots and self.csv.exists():
-            from utils.plot_jobs import inline
             from utils.plots import plot_results
             (draw or inline)("results.png", plot_results, file=self.csv)
         if self.tb is not None:

@@ -3,12 +3,13 @@ chosen backend; importing it imports torch (a BackendError says what to install 
 import contextlib
 import datetime
 import os
+import sys
 
 from utils.backend.common import (accepts, check_ema_pairs, contiguous_array, ema_loop_, fused_ciou_request, group_get,
                                   installed, is_cuda, read_proc_cpu_flags, _NoScaler)
-from utils.backend_choice import BackendError, gpu_seen
+from utils.backend_choice import BackendError, gpu_seen_here
 
-if "OMP_WAIT_POLICY" not in os.environ and not gpu_seen()[0]:
+if "OMP_WAIT_POLICY" not in os.environ and not gpu_seen_here()[0]:
     # OpenMP threads that spin at barriers waste the cores that loader workers (and anyone else on the machine) need,
     # and stall when those preempt them: yolov5n training steps ran 5.5x faster with passive waiting on a loaded
     # 2-core machine, and the same within 6% on a quiet one (benchmarks/cpu_levers.py). The OpenMP runtime reads it
@@ -49,7 +50,6 @@ def set_deterministic():
     """torch.use_deterministic_algorithms(True, warn_only=True) without its import of torch._inductor (1.6 s of a
     2-core machine's start-up, for a compiler training does not use): the same framework flag, and Inductor's
     deterministic mode set where it is loaded already, else through the variable it reads when it loads."""
-    import sys
     with contextlib.suppress(Exception):
         torch._C._set_deterministic_algorithms(True, warn_only=True)
         inductor_config = sys.modules.get("torch._inductor.config")

@@ -29,7 +29,7 @@ from utils.data.profiling import StageTimer
 from utils.data.rect import rect_batch_shapes
 from utils.data.sampler import SeedWorker, YoloSampler, rank_share
 
-__all__ = ["EarlyStartLoader", "HELP_URL", "IMG_FORMATS", "VID_FORMATS", "LabelError", "LoadImages", "LoadImagesAndLabels", "SeedWorker",
-           "StageTimer", "YoloSampler", "collate_fn", "collate_quad", "create_dataloader", "exif_size",
-           "exif_transpose", "get_hash", "img2label_paths", "list_image_files", "make_loader", "rank_share",
-           "rect_batch_shapes", "verify_image_label"]
+__all__ = ["EarlyStartLoader", "HELP_URL", "IMG_FORMATS", "VID_FORMATS", "LabelError", "LoadImages",
+           "LoadImagesAndLabels", "SeedWorker", "StageTimer", "YoloSampler", "collate_fn", "collate_quad",
+           "create_dataloader", "exif_size", "exif_transpose", "get_hash", "img2label_paths", "list_image_files",
+           "make_loader", "rank_share", "rect_batch_shapes", "verify_image_label"]
