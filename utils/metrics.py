@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from utils.plot_jobs import inline
+
 try:
     from utils.iou import bbox_iou  # noqa: F401  (re-export; owned by the loss helper)
 except ImportError:  # utils/iou.py not built yet: keep metrics importable
@@ -125,7 +127,6 @@ def ap_per_class(tp, conf, pred_cls, target_cls, plot=False, save_dir=".", names
         names = names if isinstance(names, dict) else dict(enumerate(names))
         names = dict(enumerate([v for k, v in names.items() if k in unique_classes]))
         save_dir = Path(save_dir)
-        from utils.plot_jobs import inline
         draw = draw or inline
         draw("PR_curve.png", plot_pr_curve, px, py, ap, save_dir / f"{prefix}PR_curve.png", names)
         for y, label, name in ((f1, "F1", "F1"), (p, "Precision", "P"), (r, "Recall", "R")):
