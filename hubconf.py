@@ -59,7 +59,7 @@ def find_weights(path):
             f"{p.name} not found in {where}: weights are never downloaded here; put the official {p.name} "
             f"({RELEASES_URL}) in one of those folders, or pass pretrained=False for an untrained model built from "
             f"models/{p.stem}.yaml")
-    raise WeightsNotFoundError(f"weights not found: {path} (looked in {where}); pass the path of a .pt checkpoint "
+    raise WeightsNotFoundError(f"weights file not found: {path} (looked in {where}); pass the path of a .pt checkpoint "
                                "or of an export.py output (.torchscript, .onnx, *_openvino_model/, ...)")
 
 
