@@ -306,3 +306,25 @@ def test_hyp_files_found_by_name():
     base = set(load_hyp("hyp.scratch-low.yaml"))
     for name in ("hyp.no-augmentation.yaml", "hyp.VOC.yaml", "hyp.Objects365.yaml"):
         assert base <= set(load_hyp(name)) | {"anchors"}, name
+
+
+@pytest.mark.slow
+def test_train_finds_official_data_and_hyp_files_by_name(tmp_path):
+    """`train.py --data VisDrone.yaml` finds data/VisDrone.yaml (and, the data missing, stops in one line at its
+    consented download); `--hyp hyp.no-augmentation.yaml` is read from data/hyps/ and trains."""
+    from tests.train_helpers import make_tiny_dataset, run_train
+    if (ROOT.parent / "datasets" / "VisDrone").exists():
+        pytest.skip("a VisDrone copy is there: the run would train on it")
+    r = run_train(["--data", "VisDrone.yaml", "--cfg", "yolov5n.yaml", "--weights", "", "--epochs", "1",
+                   "--project", tmp_path / "runs"])
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert str(ROOT / "data" / "VisDrone.yaml") in last and ALLOW_SCRIPTS_ENV in last
+    assert not (ROOT.parent / "datasets" / "VisDrone").exists()
+    data = make_tiny_dataset(tmp_path / "tiny", n_train=4, n_val=2, size=64)
+    r = run_train(["--data", data, "--cfg", "yolov5n.yaml", "--weights", "", "--img", "64", "--batch", "2",
+                   "--epochs", "1", "--hyp", "hyp.no-augmentation.yaml", "--project", tmp_path / "runs", "--name",
+                   "noaug", "--noplots", "--device", "cpu"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    saved = yaml.safe_load((tmp_path / "runs" / "noaug" / "hyp.yaml").read_text())
+    assert saved["mosaic"] == 0 and saved["fliplr"] == 0 and saved["lrf"] == 0.1 and saved["obj"] == 0.7
