@@ -168,3 +168,33 @@ def test_detect_visualize_and_update(yolov5n_pt, tmp_path):
     from utils.checkpoint import load_checkpoint
     ck = load_checkpoint(w, tensors=False, build_models=False)
     assert ck["epoch"] == -1 and ck["optimizer"] is None and ck["ema"] is None and ck["model"] is not None
+
+
+@pytest.mark.slow
+def test_dnn_on_a_dynamic_export_runs_or_says_one_line(yolov5n_pt, tmp_path, other_python):
+    """A --dynamic ONNX export (made in the PyTorch environment) under --dnn: it runs where this environment's
+    OpenCV reads it (OpenCV 5), else it is the one-line refusal (OpenCV 4.x, the OneFlow environment's), never a
+    cv2.error."""
+    import cv2
+
+    from models.multibackend import DetectMultiBackend, ModelLoadError
+    w = tmp_path / "yolov5n.pt"
+    shutil.copy(yolov5n_pt, w)
+    python = sys.executable if IS_TORCH else other_python.python
+    code = f"import export; export.run(weights={str(w)!r}, imgsz=[64], include=('onnx',), dynamic=True)"
+    env = {"YOLO_BACKEND": "torch", "YOLO_QUIET": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([python, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    onnx = w.with_suffix(".onnx")
+    try:
+        cv2.dnn.readNetFromONNX(str(onnx))
+        readable = True
+    except cv2.error:
+        readable = False
+    if readable:
+        m = DetectMultiBackend(str(onnx), dnn=True)
+        assert tuple(m(from_numpy(np.zeros((1, 3, 64, 64), np.float32))).shape) == (1, 252, 85)
+    else:
+        with pytest.raises(ModelLoadError) as e:
+            DetectMultiBackend(str(onnx), dnn=True)
+        assert "\n" not in str(e.value) and "without --dynamic" in str(e.value)
