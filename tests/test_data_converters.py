@@ -205,7 +205,8 @@ def test_globalwheat_arrange(tmp_path):
     (tmp_path / "labels" / "arvalis_1").mkdir(parents=True)
     (tmp_path / "labels" / "arvalis_1" / "arvalis_1_a.txt").write_text("0 0.5 0.5 0.1 0.1\n")
     assert globalwheat.arrange(tmp_path) == ["arvalis_1", "ethz_1", "uq_1"]
-    assert (tmp_path / "images/arvalis_1/arvalis_1_a.png").exists() and (tmp_path / "annotations/arvalis_1.json").exists()
+    assert (tmp_path / "images/arvalis_1/arvalis_1_a.png").exists()
+    assert (tmp_path / "annotations/arvalis_1.json").exists()
     d = check_dataset({"path": str(tmp_path), "train": ["images/arvalis_1"], "val": ["images/ethz_1"],
                        "names": {0: "wheat_head"}})
     assert d["train"] == [str(tmp_path / "images/arvalis_1")]
