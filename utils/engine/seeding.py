@@ -18,7 +18,7 @@ def process_seed(seed, dist):
     s = int(seed) + 1 + rank
     if int(seed) < 0 or s > SEED_MAX:
         top = SEED_MAX - 1 - (dist.world_size - 1 if dist.distributed else -1)
-        raise TrainingError(f"--seed {seed} is outside 0..{top}: numpy's generators, seeded from it (official "
-                            f"seeds --seed + 1 + RANK, RANK -1 in a single process), take 0..{SEED_MAX}. "
+        raise TrainingError(f"--seed {seed} is outside 0..{top}, the seeds numpy's generators take here (each "
+                            "process seeds --seed + 1 + RANK as official, RANK -1 in a single process). "
                             f"Pass a --seed in 0..{top}.")
     return s
