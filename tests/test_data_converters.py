@@ -219,7 +219,18 @@ def test_unpack_refuses_members_outside_the_folder(tmp_path):
         f.writestr("../outside.txt", "x")
     with pytest.raises(ValueError, match="outside"):
         fetch.unpack_archive(z, tmp_path / "dest")
-    assert not (tmp_path / "outside.txt").exists()
+    t = tmp_path / "evil.tar"
+    _tar_with(t, {"ok.txt": b"x", "../outside.txt": b"x"})
+    with pytest.raises(ValueError, match="outside"):
+        fetch.unpack_archive(t, tmp_path / "dest")
+    assert not (tmp_path / "outside.txt").exists() and not (tmp_path / "dest" / "ok.txt").exists()
+    good = tmp_path / "good.tar.gz"
+    with tarfile.open(good, "w:gz") as f:
+        info = tarfile.TarInfo("sub/a.txt")
+        info.size = 3
+        f.addfile(info, io.BytesIO(b"abc"))
+    assert fetch.unpack_archive(good, tmp_path / "dest") and (tmp_path / "dest/sub/a.txt").read_text() == "abc"
+    assert not fetch.unpack_archive(tmp_path / "dest/sub/a.txt", tmp_path / "dest")  # not an archive
 
 
 # ------------------------------------------------------------------------------------------------ the YAMLs

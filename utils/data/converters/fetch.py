@@ -41,7 +41,10 @@ def unpack_archive(f, dir):
         with tarfile.open(f) as t:
             for m in t.getmembers():
                 _inside(dir, m.name, f)
-            t.extractall(dir)
+            if hasattr(tarfile, "data_filter"):  # Python 3.10.12+/3.11.4+: also refuses links out of dir
+                t.extractall(dir, filter="data")
+            else:
+                t.extractall(dir)
         return True
     return False
 
