@@ -8,7 +8,6 @@ parsed here and never executed. The subsets are ready-made zips from the ultraly
 """
 import logging
 import re
-import tarfile
 from pathlib import Path
 
 from utils.data.converters import fetch
