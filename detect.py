@@ -30,6 +30,7 @@ if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on
     signals.install("detect")
 
 from utils.backend import inference_mode  # noqa: E402
+from utils.checkpoint.training import strip_optimizer  # noqa: E402
 from utils.errors import exit_on_user_error  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 from utils.general import LOGGER, colorstr, increment_path  # noqa: E402
@@ -64,7 +65,7 @@ def run(weights=ROOT / "yolov5s.pt", source=ROOT / "data/images", data=None, img
     model.warmup(imgsz=(1 if model.pt else bs, 3, *imgsz))
     try:
         seen, profiles, skipped = predict_source(model, dataset, outputs, stream, conf_thres, iou_thres, classes,
-                                                 agnostic_nms, max_det, augment)
+                                                 agnostic_nms, max_det, augment, visualize=visualize and model.pt)
     finally:
         outputs.close()
         if stream:
@@ -77,7 +78,16 @@ def run(weights=ROOT / "yolov5s.pt", source=ROOT / "data/images", data=None, img
     if save_txt or save_img:
         s = f"\n{len(list(save_dir.glob('labels/*.txt')))} labels saved to {save_dir / 'labels'}" if save_txt else ""
         LOGGER.info(f"Results saved to {colorstr('bold', save_dir)}{s}")
+    if update:  # as ultralytics: the weights file rewritten stripped (EMA as the model in fp16, no optimizer)
+        _strip_weights(weights[0] if isinstance(weights, (list, tuple)) else weights, model.pt)
     return save_dir
+
+
+def _strip_weights(w, is_checkpoint):
+    if not is_checkpoint:
+        LOGGER.warning(f"WARNING ⚠️ --update strips .pt checkpoints only; {w} is left as it is")
+        return
+    strip_optimizer(w)
 
 
 def parse_opt(argv=None):
@@ -103,8 +113,8 @@ def parse_opt(argv=None):
     parser.add_argument("--classes", nargs="+", type=int, help="filter by class: --classes 0, or --classes 0 2 3")
     parser.add_argument("--agnostic-nms", action="store_true", help="class-agnostic NMS")
     parser.add_argument("--augment", action="store_true", help="augmented inference")
-    parser.add_argument("--visualize", action="store_true", help="accepted for compatibility; ignored")
-    parser.add_argument("--update", action="store_true", help="accepted for compatibility; ignored")
+    parser.add_argument("--visualize", action="store_true", help="save each layer's feature maps (PNG + .npy)")
+    parser.add_argument("--update", action="store_true", help="strip the optimizer from the weights file")
     parser.add_argument("--project", default=ROOT / "runs/detect", help="save results to project/name")
     parser.add_argument("--name", default="exp", help="save results to project/name")
     parser.add_argument("--exist-ok", action="store_true", help="existing project/name ok, do not increment")

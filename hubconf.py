@@ -45,12 +45,13 @@ class WeightsNotFoundError(UserError, FileNotFoundError):
 
 
 def find_weights(path):
-    """The checkpoint file for `path`: as given (relative to the working folder), else relative to the repository
-    root. Raises WeightsNotFoundError saying where to put it."""
+    """The weights for `path`, a checkpoint or any export (a file, or a folder such as *_openvino_model/): as given
+    (relative to the working folder), else relative to the repository root. Raises WeightsNotFoundError saying where
+    to put it."""
     p = Path(path)
     places = [p] if p.is_absolute() else list(dict.fromkeys([Path.cwd() / p, ROOT / p]))
     for candidate in places:
-        if candidate.is_file():
+        if candidate.is_file() or (candidate.is_dir() and _is_export_folder(candidate)):
             return candidate
     where = " or ".join(str(c.parent) for c in places)
     if p.suffix == ".pt" and p.stem in OFFICIAL_MODELS and len(p.parts) == 1:
@@ -58,8 +59,14 @@ def find_weights(path):
             f"{p.name} not found in {where}: weights are never downloaded here; put the official {p.name} "
             f"({RELEASES_URL}) in one of those folders, or pass pretrained=False for an untrained model built from "
             f"models/{p.stem}.yaml")
-    raise WeightsNotFoundError(f"weights file not found: {path} (looked in {where}); pass the path of a .pt "
-                               "checkpoint")
+    raise WeightsNotFoundError(f"weights file not found: {path} (looked in {where}); pass the path of a .pt checkpoint "
+                               "or of an export.py output (.torchscript, .onnx, *_openvino_model/, ...)")
+
+
+def _is_export_folder(path):
+    """A folder export.py writes (*_openvino_model/, *_saved_model/, ...), told by its name as ultralytics does."""
+    from utils.export.formats import model_type
+    return not model_type(path)["pt"]
 
 
 def _inference_model(weights, device, fuse):
@@ -117,7 +124,8 @@ def _create(name, pretrained=True, channels=3, classes=80, autoshape=True, verbo
     try:
         device = select_device("" if device is None else device)
         name = Path(name)
-        path = name.with_suffix(".pt") if name.suffix == "" and not name.is_dir() else name
+        # 'yolov5s' means yolov5s.pt; an export folder's name ('yolov5s_openvino_model') is kept as it is
+        path = name.with_suffix(".pt") if name.suffix == "" and not _is_export_folder(name) else name
         if pretrained and channels == 3 and classes == 80:
             model = _inference_model(find_weights(path), device, fuse=autoshape)
             if autoshape:

@@ -34,6 +34,7 @@ from utils.distributed.launch import training_device  # noqa: E402
 from utils.engine.errors import TrainingError  # noqa: E402
 from utils.engine.hyp import load_hyp  # noqa: E402
 from utils.engine.run import train  # noqa: E402
+from utils.engine.seeding import process_seed  # noqa: E402
 from utils.errors import exit_on_user_error  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 from utils.evolve import evolve  # noqa: E402
@@ -131,6 +132,7 @@ def resume_opt(opt):
 
 def main(opt):
     dist = DistContext.from_env()  # who this process is, decided once here and passed down
+    process_seed(opt.seed, dist)  # a --seed numpy cannot take stops here, before any folder is made
     if opt.resume and not opt.evolve:
         opt = resume_opt(opt)
     else:

@@ -5,6 +5,7 @@ Official files pickle whole model objects; we never unpickle those classes. The 
 v6.x (``models.yolo.Model``) and v7.0 (``models.yolo.DetectionModel``) files, Focus/SPP-era configs and files
 that kept ``model.24.anchor_grid`` load the same way.
 """
+import logging
 from pathlib import Path
 
 from utils.backend import nn, torch
@@ -33,13 +34,19 @@ def load_single(weights, device=None, inplace=True, fuse=True):
     """One checkpoint file -> float32 DetectionModel in eval mode (fused when asked)."""
     w = Path(weights)
     ckpt = load_any(w)  # plain data for both formats: ModelRecord with a numpy state dict
-    model = build_model(_pick_record(ckpt, w), source=str(w))
+    level = LOGGER.level
+    LOGGER.setLevel(logging.WARNING)  # rebuilt, not new: its layer table is not printed (ultralytics unpickles it)
+    try:
+        model = build_model(_pick_record(ckpt, w), source=str(w))
+    finally:
+        LOGGER.setLevel(level)
     model.pt_path = str(w)  # where it came from, as ultralytics' attempt_load records it
     if device is not None:
         model = model.to(device)
     for m in model.modules():
         if hasattr(m, "inplace") and type(m).__name__ == "Detect":
             m.inplace = inplace
+    model.requires_grad_(False)  # an inference model, as ultralytics loads it (its summary says 0 gradients)
     if fuse and hasattr(model, "fuse"):
         model = model.fuse()
     return model.eval()

@@ -25,7 +25,7 @@ import yaml
 
 from utils.backend import cuda_available, from_numpy, is_cuda, nn, require_pytorch, select_device, to_numpy, torch
 from utils.errors import UserError
-from utils.export.formats import FLAGS, FORMATS, RUN_HERE, model_type
+from utils.export.formats import FLAGS, FORMATS, RUN_HERE, RUNTIMES, model_type
 
 
 class ModelLoadError(UserError):
@@ -41,6 +41,31 @@ def _names_dict(names):
 def _literal_names(text):
     """Class names stored as a Python literal (ONNX metadata): read with ast.literal_eval, which evaluates no code."""
     return _names_dict(ast.literal_eval(text))
+
+
+def _no_runtime_here(w, kind):
+    """One line for a format this loader does not run: what its runtime is, whether it is installed, the way on."""
+    import importlib.util
+    use = "use a .pt, .torchscript, .onnx or *_openvino_model export instead"
+    if kind == "triton":
+        return f"--weights {w}: Triton Inference Server models are not run by this project; {use}"
+    label = "NCNN" if kind == "ncnn" else FORMATS[FLAGS.index(kind)][0]
+    module, how = RUNTIMES[kind]
+    if importlib.util.find_spec(module) is None:
+        return (f"--weights {w}: {label} models need the {module} runtime, not installed in this environment ({how}); "
+                f"{use}")
+    return f"--weights {w}: {label} models are not run by this project yet (its {module} runtime is installed); {use}"
+
+
+def _opencv_refusal(w, e):
+    """One line for an ONNX graph OpenCV's DNN module cannot read or run (e.g. the Floor nodes of ultralytics'
+    own exports, or the shape arithmetic of any --dynamic export), with the two ways on."""
+    import re
+    node = re.search(r"Node \[(\w+)@", str(e))
+    what = f"its {node.group(1)} node" if node else str(e).strip().splitlines()[-1][:120]
+    return (f"--weights {w}: OpenCV's DNN module (--dnn) cannot run this ONNX graph ({what}). Export it again with "
+            "this project's export.py without --dynamic (python export.py --weights <model>.pt --include onnx), or "
+            "run it with onnxruntime (pip install onnxruntime; drop --dnn)")
 
 
 class DetectMultiBackend(nn.Module):
@@ -63,11 +88,9 @@ class DetectMultiBackend(nn.Module):
         if not self.pt and not flags["triton"] and not Path(w).exists():
             raise ModelLoadError(f"--weights {w}: not found; export it first (python export.py --weights <model>.pt "
                                  "--include onnx torchscript) or check the path")
-        kind = next(k for k in (*FLAGS, "triton") if flags[k])
+        kind = next(k for k in (*FLAGS, "ncnn", "triton") if flags[k])
         if kind not in RUN_HERE:
-            label = "Triton server" if kind == "triton" else FORMATS[FLAGS.index(kind)][0]
-            raise ModelLoadError(f"--weights {w}: {label} models are not supported by this project; use a .pt, "
-                                 ".torchscript, .onnx or *_openvino_model export")
+            raise ModelLoadError(_no_runtime_here(w, kind))
 
         if self.pt:
             from models.experimental import attempt_load
@@ -126,7 +149,16 @@ class DetectMultiBackend(nn.Module):
         import cv2
 
         from utils.export.onnx_meta import read_onnx_info
-        self.net = cv2.dnn.readNetFromONNX(w)
+        # silent (level 0): a graph it cannot read is reported below in one line, not in OpenCV's log as well
+        log = cv2 if hasattr(cv2, "setLogLevel") else cv2.utils.logging  # OpenCV 4 / OpenCV 5
+        level = log.getLogLevel()
+        log.setLogLevel(0)
+        try:
+            self.net = cv2.dnn.readNetFromONNX(w)
+        except cv2.error as e:
+            raise ModelLoadError(_opencv_refusal(w, e)) from None
+        finally:
+            log.setLogLevel(level)
         self.input_dtype = np.float32
         meta, shape = read_onnx_info(w)
         self.input_shape = shape if shape and all(isinstance(d, int) and d > 0 for d in shape) else None
@@ -178,7 +210,7 @@ class DetectMultiBackend(nn.Module):
         if self.fp16 and im.dtype != torch.float16:
             im = im.half()
         if self.pt:
-            y = self.model(im, augment=augment) if augment else self.model(im)
+            y = self.model(im, augment=augment, visualize=visualize) if augment or visualize else self.model(im)
         elif self.jit:
             try:
                 y = self.model(im)
@@ -200,8 +232,12 @@ class DetectMultiBackend(nn.Module):
     def _run_numpy(self, x):
         """A numpy batch through the ONNX/OpenVINO runtime -> list of numpy outputs."""
         if self.dnn:
+            import cv2
             self.net.setInput(x)
-            return [self.net.forward()]
+            try:
+                return [self.net.forward()]
+            except cv2.error as e:
+                raise ModelLoadError(_opencv_refusal(self.w, e)) from None
         if self.onnx:
             return self.session.run(self.output_names, {self.input_name: x})
         return list(self.ov_compiled_model(x).values())

@@ -18,6 +18,7 @@ from models.common import (C3, C3SPP, C3TR, SPP, SPPF, Bottleneck, BottleneckCSP
 from utils.backend import nn, torch
 from utils.general import LOGGER, find_repo_file, make_divisible
 from utils.model_stats import fuse_conv_and_bn, model_summary
+from utils.plots import feature_visualization
 
 MODELS_DIR = Path(__file__).resolve().parent
 
@@ -208,15 +209,18 @@ class DetectionModel(nn.Module):
         if augment:
             from utils.tta import forward_augment  # test-time augmentation lives with validation code
             return forward_augment(self, x)
-        return self._forward_once(x)
+        return self._forward_once(x, visualize)
 
-    def _forward_once(self, x):
+    def _forward_once(self, x, visualize=False):
+        """visualize: False, or the folder where each layer's feature maps are drawn (detect.py --visualize)."""
         y = []  # outputs of layers listed in self.save, None otherwise (frees memory early)
         for m in self.model:
             if m.f != -1:
                 x = y[m.f] if isinstance(m.f, int) else [x if j == -1 else y[j] for j in m.f]
             x = m(x)
             y.append(x if m.i in self.save else None)
+            if visualize:
+                feature_visualization(x, m.type, m.i, save_dir=visualize)
         return x
 
     def _initialize_biases(self, cf=None):

@@ -201,7 +201,7 @@ def test_unknown_and_unsupported_formats_one_line(tmp_path):
     from utils.errors import UserError
     engine = tmp_path / "m.engine"
     engine.write_bytes(b"\0")
-    with pytest.raises(ModelLoadError, match="TensorRT models are not supported"):
+    with pytest.raises(ModelLoadError, match="TensorRT models need the tensorrt runtime"):
         DetectMultiBackend(str(engine))
     other = tmp_path / "m.weights"  # no export suffix: read as a checkpoint, whose reader names what it is not
     other.write_text("not a model")

@@ -276,8 +276,10 @@ def test_initial_population_from_a_folder_of_hyps(root_dir, tmp_path):
     pop = initial_population(hyp, folder=str(tmp_path))
     assert len(pop) == 2 and pop[0] == hyp
     assert pop[1] == {**hyp, "lr0": 0.02, "mosaic": 0.5}
-    stock = initial_population(hyp, folder=str(root_dir / "data/hyps"))  # the default: low (= hyp), med, high
-    assert len(stock) == 3 and {p["mixup"] for p in stock} == {0.0, 0.1}
+    # the default folder holds the official six: low (= hyp), med, high, Objects365, VOC, no-augmentation
+    stock = initial_population(hyp, folder=str(root_dir / "data/hyps"))
+    assert len(stock) == 6 and {p["mixup"] for p in stock} == {0.0, 0.1, 0.04266}
+    assert sorted(p["lr0"] for p in stock) == [0.00258, 0.00334, 0.01, 0.01, 0.01, 0.01]
 
 
 def test_resume_evolve_from_csv_or_population_yaml(root_dir, tmp_path):

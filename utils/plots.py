@@ -72,6 +72,34 @@ class Annotator:
         return self.im
 
 
+def feature_visualization(x, module_type, stage, n=32, save_dir=Path("runs/detect/exp")):
+    """detect.py --visualize: the first n channels of one layer's output for the first image, drawn 8 a row into
+    stage{stage}_{module}_features.png (dpi 300), and that image's whole output saved beside it as .npy, as
+    ultralytics names and writes them. The Detect head and 1-pixel maps are skipped."""
+    if "Detect" in module_type or "Segment" in module_type:
+        return None
+    from utils.backend import to_numpy
+    maps = to_numpy(x[0].float() if hasattr(x[0], "float") else x[0])
+    channels, height, width = maps.shape
+    if height <= 1 or width <= 1:
+        return None
+    f = Path(save_dir) / f"stage{stage}_{module_type.split('.')[-1]}_features.png"
+    n = min(n, channels)
+    plt = _plt()
+    fig, ax = plt.subplots(math.ceil(n / 8), 8, tight_layout=True)
+    ax = np.atleast_1d(ax).ravel()
+    plt.subplots_adjust(wspace=0.05, hspace=0.05)
+    for i, a in enumerate(ax):
+        if i < n:
+            a.imshow(maps[i])
+        a.axis("off")
+    LOGGER.info(f"Saving {f}... ({n}/{channels})")
+    fig.savefig(f, dpi=300, bbox_inches="tight")
+    plt.close(fig)
+    np.save(f.with_suffix(".npy"), maps)
+    return f
+
+
 def save_one_box(xyxy, im, file=Path("im.jpg"), gain=1.02, pad=10, square=False, BGR=False, save=True):
     """Crop a (slightly enlarged) xyxy box out of im; save it to file (a new name if it exists) and return it."""
     from utils.general import increment_path

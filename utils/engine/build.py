@@ -21,6 +21,7 @@ from utils.engine.parts import Precision, TrainingParts, TrainingState
 from utils.engine.resume import read_resume_checkpoint, restore_rng, restore_training_state
 from utils.engine.run_folder import prepare_run_folder
 from utils.engine.schedule import NBS, Schedule, set_param_groups
+from utils.engine.seeding import process_seed
 from utils.general import LOGGER, check_img_size, colorstr
 from utils.loss import ComputeLoss
 from utils.plot_jobs import PlotJobs
@@ -36,7 +37,7 @@ def build_training(opt, hyp, device, dist=None):
     dist = dist or DistContext()
     hyp = load_hyp(hyp)
     opt_hyp = dict(hyp)  # as loaded: what opt.yaml and checkpoints record (official resume reads it)
-    set_seed(opt.seed + 1 + dist.rank, deterministic=True)
+    set_seed(process_seed(opt.seed, dist), deterministic=True)  # official: seed + 1 + RANK, RANK -1 alone
     run, loggers = prepare_run_folder(opt, hyp, dist)
     with main_process_first(dist):
         data = check_dataset(opt.data, allow_scripts=getattr(opt, "allow_download_scripts", False))

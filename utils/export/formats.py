@@ -20,6 +20,21 @@ FORMATS = (
 )
 WRITTEN_HERE = ("torchscript", "onnx", "openvino")  # export.py writes these; the others need toolchains not here
 RUN_HERE = ("pt", "jit", "onnx", "xml")  # DetectMultiBackend runs these
+# What each other format needs to run: (the module that would run it, how to get it). DetectMultiBackend names it in
+# one line when a model of that format is given. NCNN (Tencent's runtime, `*_ncnn_model/` as ultralytics names the
+# folder) is not an official yolov5 format; its folder is recognised by name all the same.
+RUNTIMES = {
+    "engine": ("tensorrt", "an NVIDIA GPU and pip install tensorrt"),
+    "coreml": ("coremltools", "macOS and pip install coremltools"),
+    "saved_model": ("tensorflow", "pip install tensorflow"),
+    "pb": ("tensorflow", "pip install tensorflow"),
+    "tflite": ("tflite_runtime", "pip install tflite-runtime, or tensorflow"),
+    "edgetpu": ("tflite_runtime", "an Edge TPU, its libedgetpu and pip install tflite-runtime"),
+    "tfjs": ("tensorflowjs", "a JavaScript runtime: TF.js models run in the browser or Node.js, not in Python"),
+    "paddle": ("paddle", "pip install paddlepaddle"),
+    "ncnn": ("ncnn", "pip install ncnn"),
+}
+NCNN_SUFFIX = "_ncnn_model"
 # DetectMultiBackend's flag names, in FORMATS order (plus triton, a server URL, last), as the official class has them
 FLAGS = ("pt", "jit", "onnx", "xml", "engine", "coreml", "saved_model", "pb", "tflite", "edgetpu", "tfjs", "paddle")
 
@@ -35,7 +50,7 @@ def format_name(argument):
 
 
 def model_type(path):
-    """Which format a weights path is, by its name: a dict of FLAGS (and 'triton') to bool, one of them True.
+    """Which format a weights path is, by its name: a dict of FLAGS (plus 'ncnn', 'triton') to bool, one True.
     The official rule is a substring match on the file name (so '_edgetpu.tflite' is not also 'tflite'); a bare
     OpenVINO .xml file counts as OpenVINO too. A name that matches no format is read as a checkpoint (pt): the
     checkpoint reader looks at the content and names the file when it is not one."""
@@ -45,9 +60,10 @@ def model_type(path):
     types[FLAGS.index("tflite")] &= not types[FLAGS.index("edgetpu")]
     types[FLAGS.index("xml")] |= name.endswith(".xml")
     flags = dict(zip(FLAGS, types))
+    flags["ncnn"] = NCNN_SUFFIX in name  # beyond the official table (see RUNTIMES)
     from urllib.parse import urlparse
     url = urlparse(p)
-    flags["triton"] = not any(types) and url.scheme in ("http", "https", "grpc") and bool(url.netloc)
+    flags["triton"] = not (any(types) or flags["ncnn"]) and url.scheme in ("http", "https", "grpc") and bool(url.netloc)
     if not any(flags.values()):
         flags["pt"] = True
     return flags

@@ -3,15 +3,16 @@ DetectionOutputs, with one log line per frame (or per batch of stream frames).""
 from pathlib import Path
 
 from utils import signals
-from utils.general import LOGGER, non_max_suppression
+from utils.general import LOGGER, increment_path, non_max_suppression
 from utils.inference.profile import Profile
 from utils.inference.sources import ReadableFrames
 from utils.inference.steps import preprocess, to_original
 
 
 def predict_source(model, dataset, outputs, stream=False, conf_thres=0.25, iou_thres=0.45, classes=None,
-                   agnostic=False, max_det=1000, augment=False):
+                   agnostic=False, max_det=1000, augment=False, visualize=False):
     """model: a DetectMultiBackend; dataset: what utils.inference.sources.open_source returns (stream tells which).
+    visualize: draw every layer's feature maps into <save_dir>/<image stem>/ (.pt models; ultralytics' --visualize).
     Returns (images seen, the (pre-process, inference, NMS) Profiles, unreadable images skipped)."""
     profiles = Profile(model.device), Profile(model.device), Profile(model.device)
     frames, seen = ReadableFrames(dataset), 0
@@ -21,7 +22,8 @@ def predict_source(model, dataset, outputs, stream=False, conf_thres=0.25, iou_t
         with profiles[0]:
             x = preprocess(im, model.device, model.fp16)
         with profiles[1]:
-            pred = model(x, augment=augment)
+            maps_dir = _feature_map_dir(outputs.save_dir, path) if visualize else False
+            pred = model(x, augment=augment, visualize=maps_dir)
         with profiles[2]:
             pred = non_max_suppression(pred, conf_thres, iou_thres, classes, agnostic, max_det=max_det)
         for i, det in enumerate(pred):
@@ -36,3 +38,9 @@ def predict_source(model, dataset, outputs, stream=False, conf_thres=0.25, iou_t
             s += outputs.write(i, p, im0, det, frame, dataset.mode, vid_cap)
         LOGGER.info(f"{s}{'' if len(det) else '(no detections), '}{profiles[1].dt * 1e3:.1f}ms")
     return seen, profiles, frames.skipped
+
+
+def _feature_map_dir(save_dir, path):
+    """<save_dir>/<image stem>, numbered when the name is taken (frames of a video: stem, stem2, ...)."""
+    first = path[0] if isinstance(path, (list, tuple)) else path
+    return increment_path(Path(save_dir) / Path(str(first)).stem, mkdir=True)
