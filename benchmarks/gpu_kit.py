@@ -116,8 +116,9 @@ def make_repeated_dataset(src, dst, n_images, names, n_val=None):
             if lb.exists():
                 (val / "labels" / lb.name).symlink_to(lb.resolve())
     y = dst / "data.yaml"
-    y.write_text(json.dumps({"path": str(dst), "train": str(dst / "train.txt"), "val": str(val / "images"),
-                             "names": {i: n for i, n in enumerate(names)}}, indent=1))  # JSON is YAML
+    import yaml
+    y.write_text(yaml.safe_dump({"path": str(dst), "train": str(dst / "train.txt"), "val": str(val / "images"),
+                                 "names": list(names)}, sort_keys=False))
     return y
 
 
@@ -128,9 +129,9 @@ def train_rows(runs, cfg, img, batches, flag_sets):
     def pick(side, bs, flags=None):
         rs = [r for r in runs if r["side"] == side and r["batch"] == bs and (flags is None or r["flags"] == flags)]
         ok = [r for r in rs if r.get("img_s")]
-        med = sorted(r["img_s"] for r in ok)[len(ok) // 2] if ok else None
+        med = _median([r["img_s"] for r in ok])
         peak = max((r["peak_mib"] for r in ok if r.get("peak_mib") is not None), default=None)
-        spe = sorted(r["s_per_epoch"] for r in ok if r.get("s_per_epoch"))[len(ok) // 2] if ok else None
+        spe = _median([r["s_per_epoch"] for r in ok if r.get("s_per_epoch")])
         amp = [r.get("amp") for r in rs if r.get("amp") is not None]
         smi = max((r["smi_peak_mib"] for r in ok if r.get("smi_peak_mib") is not None), default=None)
         return med, peak, spe, (all(amp) if amp else None), smi, [r.get("error") for r in rs if r.get("error")]
@@ -147,6 +148,11 @@ def train_rows(runs, cfg, img, batches, flag_sets):
                          "official_amp": o_amp, "project_amp": p_amp,
                          "errors": o_err + p_err})
     return rows
+
+
+def _median(values):
+    """The middle value (the upper one of an even count: a measured run, not an average of two); None if empty."""
+    return sorted(values)[len(values) // 2] if values else None
 
 
 def parse_pytest_summary(text):
