@@ -75,7 +75,8 @@ def train_steps(device, flags, steps, bs=4, img=64, lr=0.01, dtype=None, scaler=
     loss_fn = ComputeLoss(model, fused_iou=flags)
     optimizer = smart_optimizer(model, "SGD", lr=lr, momentum=0.937, decay=5e-4, fused=flags)
     ema = ModelEMA(model, fused=flags)
-    scaler = scaler if scaler is not None else backend.grad_scaler(device, enabled=dtype is not None)
+    if scaler is None:  # loss scaling for fp16 only: bf16 keeps fp32's exponent range (utils/precision.py)
+        scaler = backend.grad_scaler(device, enabled=dtype is not None and dtype == backend.torch.float16)
     losses = []
     pool = synthetic_batches(2, bs, img, device, seed=seed)  # two batches in turn: learnable in 50 steps
     for i in range(steps):

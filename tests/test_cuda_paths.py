@@ -196,7 +196,10 @@ def test_nms_on_cuda_equals_the_cpu(yolov5n_pt, coco128_dir):
         assert sum(len(d) for d in on_cpu) > 0
         for a, b in zip(on_dev, on_cpu):
             assert a.device == dev and len(a) == len(b)
-            np.testing.assert_allclose(a.cpu().numpy(), b.numpy(), rtol=1e-5, atol=1e-3)
+            # rows of equal confidence may come in another order from another sort kernel: compare as sets
+            a, b = a.cpu().numpy(), b.numpy()
+            a, b = a[np.lexsort(a.T[::-1])], b[np.lexsort(b.T[::-1])]
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-3)
 
 
 def test_loader_batches_pin_and_reach_the_gpu_unchanged(coco128_dir):
