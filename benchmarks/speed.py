@@ -321,8 +321,14 @@ def make_graph_step(cfg, bs, img, dev, amp_dtype=None, rows_per_image=20):
     pool = [(x, pad_targets(t, rows)) for x, t in (_synthetic_batch(bs, img, dev, s) for s in range(3))]
     static_x, static_t = pool[0][0].clone(), pool[0][1].clone()
 
+    import contextlib
+    # autocast's cache of cast weights is freed when the context exits, under the captured graph's feet: capture
+    # needs it off (what torch.cuda.make_graphed_callables requires too)
+    cast = (torch.autocast("cuda", dtype=amp_dtype, cache_enabled=False) if amp_dtype is not None
+            else contextlib.nullcontext())
+
     def body():
-        with backend.autocast(dev, enabled=amp_dtype is not None, dtype=amp_dtype):
+        with cast:
             pred = model(static_x.float() / 255)
             loss, _ = compute_loss(pred, static_t)
         loss.backward()

@@ -80,6 +80,9 @@ def test_pytest_summary_and_loader_verdict():
     assert gpu_kit.loader_verdict(rows, 500.0) == (2.0, False)  # this project's best loader rate only
     assert gpu_kit.loader_verdict(rows, 950.0) == (1.053, True)
     assert gpu_kit.loader_verdict(rows, None) == (None, None)
+    assert gpu_kit.official_check_amp("x\n\x1b[34m\x1b[1mAMP: \x1b[0mchecks passed ✅\n") == "passed"
+    assert gpu_kit.official_check_amp("\x1b[34m\x1b[1mAMP: \x1b[0mchecks failed, disabling") == "failed"
+    assert gpu_kit.official_check_amp("Starting training for 2 epochs...") == "not run"
 
 
 def test_assembled_json_has_every_section():
