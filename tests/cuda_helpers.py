@@ -71,6 +71,7 @@ def train_steps(device, flags, steps, bs=4, img=64, lr=0.01, dtype=None, scaler=
     from utils import backend
     from utils.loss import ComputeLoss
     from utils.torch_utils import ModelEMA, smart_optimizer
+    backend.set_deterministic()  # as train.py does: cuDNN's atomics would make two runs of one path differ too
     model = build_model(device=device, seed=seed, img=img).train()
     loss_fn = ComputeLoss(model, fused_iou=flags)
     optimizer = smart_optimizer(model, "SGD", lr=lr, momentum=0.937, decay=5e-4, fused=flags)
