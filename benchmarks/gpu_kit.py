@@ -344,7 +344,11 @@ def cuda_tests(kit, budget):
     shared = kit.tmp / "shared"  # the layout tests/conftest.py reads (YOLO_SHARED_DIR): data/coco128, weights/
     (shared / "data").mkdir(parents=True, exist_ok=True)
     (shared / "weights").mkdir(exist_ok=True)
-    for link, target in ((shared / "data" / "coco128", opt.data), (shared / "weights" / "yolov5n.pt", opt.weights)):
+    links = [(shared / "data" / "coco128", opt.data), (shared / "weights" / "yolov5n.pt", opt.weights)]
+    reference = Path(opt.data).resolve().parents[1] / "reference"  # ref_A.npz, where --data sits in a shared layout
+    if reference.is_dir():
+        links.append((shared / "reference", reference))
+    for link, target in links:
         if not link.exists():
             link.symlink_to(Path(target).resolve())
     extra = {"YOLO_SHARED_DIR": str(shared)}
