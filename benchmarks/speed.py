@@ -15,7 +15,8 @@ Sections
   step      a training step broken into data, forward, loss, backward, optimizer, EMA (synchronised between phases)
             and the end-to-end step time without those inner syncs; flags off vs on
   variants  end-to-end step time of the candidates beyond the seed against the plain step: flags, channels_last,
-            AMP fp16 / bf16 (CUDA); train.py adopts a candidate only where this shows a gain
+            AMP fp16 / bf16, torch.compile, the whole step as one CUDA graph (CUDA); train.py adopts a candidate
+            only where this shows a gain
 """
 import argparse
 import json
@@ -300,25 +301,107 @@ def bench_step_pair(cfg, bs, img, dev, amp, iters, warmup, rounds=3):
     return rows
 
 
-def bench_step_variants(cfg, bs, img, dev, iters, warmup, rounds=3):
-    """End-to-end step time of the candidates beyond the seed, against the plain step (flags off, fp32, NCHW):
-    flags on, + channels_last, + AMP fp16 or bf16 (CUDA only). A candidate is worth adopting only where this shows
-    a gain on the GPU it will run on (and the loss curve is unchanged)."""
-    layouts = [False, True] if hasattr(torch, "channels_last") else [False]  # OneFlow 0.9.0 has no memory formats
+def make_graph_step(cfg, bs, img, dev, amp_dtype=None, rows_per_image=20):
+    """The whole training step (forward, loss, backward, clip, fused SGD, EMA) captured once as a CUDA graph and
+    replayed: one launch from the host per step. Targets are padded to a fixed row count (utils.loss.pad_targets)
+    and each batch is copied into static input buffers before a replay, so every replay sees the same shapes.
+    bf16 autocast or fp32 only: the fp16 loss scaler decides on the host whether to skip a step. For timing only:
+    the learning rate and the EMA decay are frozen at capture (a trainer would keep both in device tensors)."""
+    from utils.backend import clip_grad_norm_
+    from utils.loss import ComputeLoss, pad_targets
+    from utils.torch_utils import ModelEMA, smart_optimizer
+    model = _build_model(cfg, dev).train()
+    det = model.model[-1]
+    model.hyp = _hyp(det.nl, det.nc, img)
+    model.gr = 1.0
+    compute_loss = ComputeLoss(model, fused_iou=True)
+    optimizer = smart_optimizer(model, "SGD", lr=0.01, momentum=0.937, decay=model.hyp["weight_decay"], fused=True)
+    ema = ModelEMA(model, fused=True)
+    rows = bs * rows_per_image
+    pool = [(x, pad_targets(t, rows)) for x, t in (_synthetic_batch(bs, img, dev, s) for s in range(3))]
+    static_x, static_t = pool[0][0].clone(), pool[0][1].clone()
+
+    import contextlib
+    # autocast's cache of cast weights is freed when the context exits, under the captured graph's feet: capture
+    # needs it off (what torch.cuda.make_graphed_callables requires too)
+    cast = (torch.autocast("cuda", dtype=amp_dtype, cache_enabled=False) if amp_dtype is not None
+            else contextlib.nullcontext())
+
+    def body():
+        with cast:
+            pred = model(static_x.float() / 255)
+            loss, _ = compute_loss(pred, static_t)
+        loss.backward()
+        clip_grad_norm_(model.parameters(), 10.0, fused=True)
+        optimizer.step()
+        ema.update(model)
+
+    side = torch.cuda.Stream()  # warm-up on a side stream, as capture requires (cuDNN/cuBLAS workspaces, grids)
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            body()
+            optimizer.zero_grad(set_to_none=True)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    optimizer.zero_grad(set_to_none=True)  # backward then writes .grad from the graph's own memory pool
+    with torch.cuda.graph(graph):
+        body()
+
+    def step(i, phases=None):
+        x, t = pool[i % len(pool)]
+        static_x.copy_(x)
+        static_t.copy_(t)
+        graph.replay()
+    return step
+
+
+def step_variant_specs(dev):
+    """name -> make_train_step keywords (or 'graph': make_graph_step keywords) of the candidates this device has."""
+    cuda = backend.is_cuda(dev)
+    layouts = hasattr(torch, "channels_last")  # OneFlow 0.9.0 has no memory formats
     specs = {"plain": dict(amp=False, flags=False), "flags": dict(amp=False, flags=True)}
-    if len(layouts) > 1:
+    if layouts:
         specs["flags+channels_last"] = dict(amp=False, flags=True, channels_last=True)
     if backend.has_amp(dev):
         specs["flags+amp_fp16"] = dict(amp=True, flags=True)
-        if len(layouts) > 1:
+        if layouts:
             specs["flags+amp_fp16+channels_last"] = dict(amp=True, flags=True, channels_last=True)
         if getattr(torch.cuda, "is_bf16_supported", lambda: False)():
             specs["flags+amp_bf16"] = dict(amp=True, flags=True, amp_dtype=torch.bfloat16)
-    steps = {}
+            if cuda and hasattr(torch.cuda, "CUDAGraph"):
+                specs["flags+amp_bf16+cuda_graph"] = dict(graph=dict(amp_dtype=torch.bfloat16))
+        if cuda and hasattr(torch, "compile"):
+            specs["flags+amp_fp16+compile"] = dict(amp=True, flags=True, compiled=True)
+    return specs
+
+
+def bench_step_variants(cfg, bs, img, dev, iters, warmup, rounds=3, names=None):
+    """End-to-end step time of the candidates beyond the seed, against the plain step (flags off, fp32, NCHW):
+    flags on, + channels_last, + AMP fp16 or bf16, + torch.compile, + the whole step as one CUDA graph (the last
+    four on CUDA only). A candidate is worth adopting only where this shows a gain on the GPU it will run on (and
+    the loss curve is unchanged). names: run only these (plus 'plain', the reference); a candidate that fails to
+    build (a capture or compile error) is reported with its error instead of a time."""
+    specs = step_variant_specs(dev)
+    if names:
+        unknown = [n for n in names if n not in specs]
+        if unknown:
+            print(f"variants not available on {dev}: {unknown} (known here: {list(specs)})")
+        specs = {k: v for k, v in specs.items() if k == "plain" or k in names}
+    steps, failed = {}, []
     for name, kw in specs.items():
-        step, _ = make_train_step(cfg, bs, img, dev, **kw)
-        for i in range(warmup):
-            step(i)
+        try:
+            if "graph" in kw:
+                step = make_graph_step(cfg, bs, img, dev, **kw["graph"])
+            else:
+                step, _ = make_train_step(cfg, bs, img, dev, **kw)
+            for i in range(warmup):
+                step(i)
+            _sync(dev)
+        except Exception as e:  # one candidate's failure is a finding, not the end of the benchmark
+            failed.append({"variant": name, "batch": bs, "img": img, "error": f"{type(e).__name__}: {e}"[:500]})
+            print(f"  variant {name} failed: {failed[-1]['error']}", flush=True)
+            continue
         steps[name] = step
     counter = {"i": 0}
 
@@ -328,7 +411,9 @@ def bench_step_variants(cfg, bs, img, dev, iters, warmup, rounds=3):
             counter["i"] += 1
         return run
     ms = time_interleaved({k: runner(v) for k, v in steps.items()}, dev, iters=iters, warmup=0, rounds=rounds)
-    return [{"variant": k, "batch": bs, "img": img, "step_ms": v, "x_vs_plain": ms["plain"] / v} for k, v in ms.items()]
+    base = ms.get("plain")
+    return [{"variant": k, "batch": bs, "img": img, "step_ms": v, "x_vs_plain": base / v if base else None}
+            for k, v in ms.items()] + failed
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -357,6 +442,8 @@ def parse_opt(argv=None):
     p.add_argument("--iters", type=int, default=None, help="timed iterations per measurement")
     p.add_argument("--sections", nargs="+", default=["ciou", "ema", "upsample", "step", "variants"],
                    choices=["ciou", "ema", "upsample", "step", "variants"])
+    p.add_argument("--variants", nargs="+", default=None, help="'variants' section: only these candidates (and "
+                   "'plain'), e.g. flags+amp_fp16 flags+amp_fp16+compile")
     p.add_argument("--threads", type=int, default=0, help="CPU intra-op threads (0: framework default); 1 is "
                    "steadier on a shared machine, where spinning OpenMP threads can make small ops ~50x slower")
     p.add_argument("--json", default=None, help="output file (default runs/benchmarks/speed_<backend>_<device>.json)")
@@ -423,7 +510,7 @@ def main(opt):
         result["train_step_variants"] = []
         for bs in batches[:1]:  # the seed's headline batch (16 on a GPU)
             result["train_step_variants"] += bench_step_variants(cfg, bs, img, dev, iters=iters,
-                                                                 warmup=3 if small else 10)
+                                                                 warmup=3 if small else 10, names=opt.variants)
         print_table(f"training step variants beyond the seed, {cfg} (ms, end to end)", result["train_step_variants"])
 
     out = Path(opt.json) if opt.json else ROOT / "runs" / "benchmarks" / f"speed_{backend.BACKEND}_{dev.type}.json"

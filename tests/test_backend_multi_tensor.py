@@ -142,6 +142,7 @@ def test_optimizer_kwargs_off_is_framework_default_and_unknown_name():
         optimizer_kwargs("Lion", True, torch.device("cpu"))
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not cuda_available(), reason="the fused EMA/optimizer kernels need a CUDA GPU")
 def test_cuda_fused_equals_loop():
     if IS_ONEFLOW:  # OneFlow's multi-tensor kernel is there for CUDA fp32 tensors

@@ -13,9 +13,9 @@ import pytest
 from utils.backend import IS_TORCH, cuda_available, torch
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(  # cuda: on a GPU the kernel is compiled for real
     not IS_TORCH or importlib.util.find_spec("triton") is None or not (cuda_available() or _INTERPRET),
-    reason="needs PyTorch with Triton, and CUDA or TRITON_INTERPRET=1")
+    reason="needs PyTorch with Triton, and CUDA or TRITON_INTERPRET=1")]
 
 
 def _run(fn, b1, b2, dev):
@@ -55,14 +55,13 @@ def test_triton_ciou_empty_and_half_inputs():
         assert a.grad.dtype == torch.float16 and torch.isfinite(a.grad).all()
 
 
-def test_loss_parity_through_the_triton_kernel(monkeypatch):
+def test_loss_parity_through_the_triton_kernel(monkeypatch, shared_dir):
     """ComputeLoss(fused_iou=True) routed to the Triton kernel still gives the official ref_A loss."""
-    from pathlib import Path
     from test_loss import HYP, StandInModel
     from utils import backend
     from utils.backend.torch_ciou_triton import ciou_triton
     from utils.loss import ComputeLoss
-    path = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "ref_A.npz"
+    path = shared_dir / "reference" / "ref_A.npz"
     if not path.exists():
         pytest.skip(f"{path} missing")
     ref = np.load(path)

@@ -211,6 +211,7 @@ def test_flag_on_cpu_is_the_plain_maths(kind):
     assert fused_backend_name(torch.device("cpu")) == "plain"
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not cuda_available(), reason="the fused CIoU kernels need a CUDA GPU")
 @pytest.mark.parametrize("xywh", [True, False])
 def test_fused_cuda_equals_plain(xywh):
