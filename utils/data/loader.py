@@ -3,7 +3,7 @@ import os
 
 import cv2
 
-from utils.backend import torch
+from utils.backend import cuda_available, torch
 from utils.data.collate import collate_fn, collate_quad
 from utils.data.dataset import LoadImagesAndLabels
 from utils.data.files import WARN
@@ -50,6 +50,8 @@ def make_loader(dataset, batch_size, workers=8, shuffle=False, seed=0, rank=0, w
         # before the workers fork, is what ultralytics does at import; the workers are the parallelism anyway.
         cv2.setNumThreads(0)
         kwargs = dict(persistent_workers=True, worker_init_fn=SeedWorker(seed, rank), prefetch_factor=2)
+    # Pinned batches let the trainer's non_blocking copy to the GPU overlap the host (official pins too); on a
+    # CPU-only machine pinning is only a copy, so it is off there.
     return torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=nw,
-                                       pin_memory=False, drop_last=False,
+                                       pin_memory=cuda_available(), drop_last=False,
                                        collate_fn=collate_quad if quad else collate_fn, **kwargs)
