@@ -259,6 +259,13 @@ def clip_grad_norm_(parameters, max_norm, fused):
     return flow.nn.utils.clip_grad_norm_(params, max_norm=max_norm)
 
 
+def all_finite(tensors):
+    """OneFlow 0.9.0 has no multi-tensor reduction, and its max() skips NaN: isfinite(t).all() per tensor, gathered
+    on the device, then one read (the only host sync)."""
+    flags = [flow.isfinite(t.detach()).all() for t in tensors if t.is_floating_point() and t.numel()]
+    return bool(flow.stack(flags).all()) if flags else True  # SYNC
+
+
 def optimizer_state_to_native(state_dict):
     from utils.checkpoint.optimizer_state import to_oneflow_layout
     return to_oneflow_layout(state_dict)

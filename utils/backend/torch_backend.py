@@ -275,6 +275,19 @@ def clip_grad_norm_(parameters, max_norm, fused):
     return total
 
 
+def all_finite(tensors):
+    """One multi-tensor max-|x| over the list (NaN propagates through it, so NaN and Inf both end non-finite; a max
+    cannot overflow as a sum or a norm could), then one read: the only host sync."""
+    tensors = [t.detach() for t in tensors if t.is_floating_point() and t.numel()]
+    if not tensors:
+        return True
+    if _has_foreach() and hasattr(torch, "_foreach_norm"):
+        peaks = torch._foreach_norm(tensors, float("inf"))
+    else:
+        peaks = [t.abs().max() for t in tensors]
+    return bool(torch.isfinite(torch.stack([p.float() for p in peaks])).all())  # SYNC
+
+
 def optimizer_state_to_native(state_dict):
     from utils.checkpoint.optimizer_state import to_torch_layout
     return to_torch_layout(state_dict)
