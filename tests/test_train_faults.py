@@ -108,7 +108,8 @@ def test_weight_check_names_a_bad_ema_tensor_and_finds_inf():
         t.view(-1)[0] = float("inf")
     with pytest.raises(NonFiniteWeightsError, match=f"Epoch 3: .*first in ema: {name}.*nothing was saved"):
         check_weights_before_save(parts, 3)
-    assert backend.all_finite([backend.torch.ones(2)]) and not backend.all_finite([backend.torch.tensor([float("nan")])])
+    nan = backend.torch.tensor([float("nan")])
+    assert backend.all_finite([backend.torch.ones(2)]) and not backend.all_finite([backend.torch.ones(2), nan])
 
 
 def test_non_finite_loss_at_epoch_0_says_no_checkpoint_exists(data, tmp_path, monkeypatch):
