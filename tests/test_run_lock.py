@@ -113,3 +113,17 @@ def test_second_train_py_prints_one_line_and_exits_1(holder):
     lines = [ln for ln in r.stderr.splitlines() if "in use by another training" in ln]
     assert len(lines) == 1 and f"pid {p.pid} on host {socket.gethostname()}" in lines[0]
     assert "Traceback" not in r.stderr
+
+
+def test_a_file_system_without_locks_trains_on_with_a_warning(tmp_path, monkeypatch, caplog):
+    import errno
+    import fcntl
+    import logging
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(fcntl, "lockf", no_locks)
+    with caplog.at_level(logging.WARNING, logger="yolov5"), hold_run_folder(tmp_path) as path:
+        assert path is None
+    assert any("cannot lock files" in r.getMessage() for r in caplog.records)

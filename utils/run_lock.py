@@ -13,6 +13,7 @@ lock file it holds a second time (HELD below answers for it).
 import contextlib
 import errno
 import fcntl
+import logging
 import os
 import socket
 from pathlib import Path
@@ -20,6 +21,7 @@ from pathlib import Path
 from utils.errors import UserError
 
 LOCK_NAME = ".lock"
+NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 HELD = {}  # resolved lock path -> descriptor, for the locks this process holds
 
 
@@ -48,7 +50,8 @@ def _busy(folder, pid, host):
 
 
 def acquire(folder):
-    """Lock `folder` for this process; returns the lock's path. RunFolderBusy names the live holder."""
+    """Lock `folder` for this process; returns the lock's path (None where the file system has no locks: a
+    warning says so). RunFolderBusy names the live holder."""
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -73,6 +76,11 @@ def _acquire(folder, path):
             os.close(fd)
             if e.errno in (errno.EACCES, errno.EAGAIN):
                 raise _busy(folder, pid, host) from None
+            if e.errno in NO_LOCKS:  # some network/FUSE file systems: train on, but say what is not guarded
+                logging.getLogger("yolov5").warning(
+                    f"WARNING ⚠️ {folder}: this file system cannot lock files ({os.strerror(e.errno)}), so a second "
+                    "run into this folder would not be stopped; do not --resume it twice at once")
+                return None
             raise
         try:  # the file a releasing holder unlinked is no lock on the folder any more: lock the current one
             same = os.stat(path).st_ino == os.fstat(fd).st_ino
@@ -90,7 +98,7 @@ def _acquire(folder, path):
 def release(path):
     """Give the lock back and remove its file (removed before the descriptor closes: a process that opened the old
     file meanwhile sees it unlinked and retries on a new one)."""
-    fd = HELD.pop(path, None)
+    fd = HELD.pop(path, None) if path is not None else None
     if fd is None:
         return
     with contextlib.suppress(OSError):
