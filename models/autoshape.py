@@ -231,8 +231,9 @@ class Detections:
                     *box, conf, cls = pred[j]
                     label = f"{self.names[int(cls)]} {float(conf):.2f}"
                     if crop:
-                        folder = save_dir / "crops" / safe_path_component(self.names[int(cls)])  # from the weights
-                        file = folder / safe_path_component(self.files[i]) if save else None
+                        file = None if not save else \
+                            save_dir / "crops" / safe_path_component(self.names[int(cls)]) / safe_path_component(
+                                self.files[i])  # class names come from the weights, file names from the inputs
                         crops.append({"box": box, "conf": conf, "cls": cls, "label": label,
                                       "im": save_one_box(box, im_bgr, file=file, BGR=True, save=save)})  # BGR crop
                     else:
