@@ -1,7 +1,7 @@
 """The weights are checked before every save: a NaN or Inf that got into the model or its EMA (a NaN learning rate
 trains on without a non-finite loss until the next step reads one, and the epoch's save comes first) must never
-replace the last good checkpoint. One multi-tensor reduction and one host sync per save (backend.all_finite), never
-per step; only when it fails are the tensors searched one by one for the name to report."""
+replace the last good checkpoint. A few kernels and one host sync per save (backend.all_finite), never per step;
+only when it fails are the tensors searched one by one for the name to report."""
 from utils import backend, signals
 from utils.engine.errors import NonFiniteWeightsError
 from utils.torch_utils import de_parallel
