@@ -23,6 +23,6 @@ class NonFiniteWeightsError(TrainingError):
 
     def __init__(self, epoch, where, on_disk):
         super().__init__(f"Epoch {epoch}: the weights to be saved are no longer finite (NaN or Inf, first in {where}); "
-                         f"training stopped without saving them: {on_disk}. Check the hyperparameters (--hyp lr0, "
-                         "momentum, weight_decay) and the labels.")
+                         f"training stopped without saving them: {on_disk}. Check the --hyp learning rates (lr0, "
+                         "warmup_bias_lr), momentum and weight_decay, and the labels.")
         self.epoch = epoch
