@@ -29,6 +29,7 @@ if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on
     signals.install("train")
 
 from utils.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
+from utils.checkpoint.run_options import CONSENT_OPTIONS, without_consent  # noqa: E402
 from utils.distributed import DistContext, process_group  # noqa: E402
 from utils.distributed.launch import training_device  # noqa: E402
 from utils.engine.errors import TrainingError  # noqa: E402
@@ -106,7 +107,8 @@ def get_latest_run(search_dir="."):
 
 def resume_opt(opt):
     """The options of the run being resumed (from its last.pt: this project's or an official ultralytics run's),
-    pointing --weights at that last.pt. Flags the saved options lack take this script's defaults."""
+    pointing --weights at that last.pt. Flags the saved options lack take this script's defaults. Consent flags
+    (--allow-download-scripts) come from this command line only, never from the file."""
     last = Path(opt.resume if isinstance(opt.resume, str) else get_latest_run(opt.project))
     if not last.is_file():
         raise TrainingError(f"--resume: no checkpoint found at '{last}'. Give the path of a run's weights/last.pt.")
@@ -119,10 +121,12 @@ def resume_opt(opt):
     if not isinstance(saved, dict) or ckpt.get("optimizer") is None:
         raise TrainingError(f"--resume: {last} is a finished (stripped) or foreign checkpoint; it cannot be resumed. "
                             "Use it as --weights to start a new run.")
-    saved = dict(saved)
+    saved = without_consent(saved)
     save_dir = last.parent.parent
     new = parse_opt(True, args=[])
     vars(new).update(saved)
+    for k in CONSENT_OPTIONS:  # the person resuming decides, as when the run started
+        setattr(new, k, getattr(opt, k, False))
     new.resume, new.weights, new.cfg, new.save_dir = True, str(last), "", str(save_dir)
     hyp_yaml = save_dir / "hyp.yaml"
     new.hyp = str(hyp_yaml) if hyp_yaml.is_file() else saved.get("hyp")

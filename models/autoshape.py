@@ -27,6 +27,7 @@ from utils.errors import UserError
 from utils.general import LOGGER, colorstr, increment_path, make_divisible, non_max_suppression, xyxy2xywh
 from utils.inference.profile import Profile
 from utils.inference.steps import preprocess, to_original
+from utils.path_names import safe_path_component
 from utils.plots import Annotator, colors, save_one_box
 
 PUBLIC_MODULE = "models.common"  # where users import these classes from; their repr and pickles name it
@@ -230,7 +231,9 @@ class Detections:
                     *box, conf, cls = pred[j]
                     label = f"{self.names[int(cls)]} {float(conf):.2f}"
                     if crop:
-                        file = save_dir / "crops" / self.names[int(cls)] / self.files[i] if save else None
+                        file = None if not save else \
+                            save_dir / "crops" / safe_path_component(self.names[int(cls)]) / safe_path_component(
+                                self.files[i])  # class names come from the weights, file names from the inputs
                         crops.append({"box": box, "conf": conf, "cls": cls, "label": label,
                                       "im": save_one_box(box, im_bgr, file=file, BGR=True, save=save)})  # BGR crop
                     else:
@@ -240,7 +243,7 @@ class Detections:
                 self._show_one(im, i, display)
             if save:
                 from PIL import Image
-                Image.fromarray(im).save(save_dir / self.files[i])
+                Image.fromarray(im).save(save_dir / safe_path_component(self.files[i]))
                 if i == self.n - 1:
                     LOGGER.info(f"Saved {self.n} image{'s' * (self.n > 1)} to {colorstr('bold', save_dir)}")
             if render:

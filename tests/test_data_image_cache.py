@@ -35,10 +35,32 @@ def test_ram_cache_same_images_at_training_size(four_images):
 
 
 def test_ram_cache_refused_when_memory_is_short(four_images, monkeypatch):
-    monkeypatch.setattr(image_cache, "_mem_available", lambda: 1000)  # 1 kB free
+    from utils.memory_limits import MemoryLimit
+    monkeypatch.setattr(image_cache, "_mem_available", lambda: MemoryLimit(1000, "test"))  # 1 kB free
     ds = LoadImagesAndLabels(str(four_images), img_size=160, batch_size=2, cache_images="ram")
     assert ds.cache is None and all(im is None for im in ds.ims)
     assert len(_items(ds)) == 4  # still loads, from the files
+
+
+def test_ram_cache_sized_from_the_container_limit(four_images, monkeypatch, tmp_path, caplog):
+    """A memory cgroup tighter than the host (a fake cgroup v2 tree: 64 kB left of a 1 MB limit, the host's 64 GB
+    free): the cache says so in one line naming the limit and falls back to reading the files, not OOM-killed."""
+    import logging
+    from utils import memory_limits
+    (tmp_path / "cg" / "box").mkdir(parents=True)
+    (tmp_path / "cg" / "box" / "memory.max").write_text(f"{1 << 20}\n")
+    (tmp_path / "cg" / "box" / "memory.current").write_text(f"{(1 << 20) - (64 << 10)}\n")  # 64 kB left
+    (tmp_path / "self_cgroup").write_text("0::/box\n")
+    (tmp_path / "meminfo").write_text("MemTotal: 131072000 kB\nMemAvailable: 67108864 kB\n")
+    monkeypatch.setattr(memory_limits, "CGROUP_ROOT", str(tmp_path / "cg"))
+    monkeypatch.setattr(memory_limits, "PROC_SELF_CGROUP", str(tmp_path / "self_cgroup"))
+    monkeypatch.setattr(memory_limits, "MEMINFO", str(tmp_path / "meminfo"))
+    with caplog.at_level(logging.INFO, logger="yolov5"):
+        ds = LoadImagesAndLabels(str(four_images), img_size=160, batch_size=2, cache_images="ram")
+    assert ds.cache is None and all(im is None for im in ds.ims) and len(_items(ds)) == 4
+    lines = [r.getMessage() for r in caplog.records if "not caching images in RAM" in r.getMessage()]
+    assert len(lines) == 1 and "0.00GB available (memory cgroup limit" in lines[0], lines
+    assert str(tmp_path / "cg" / "box" / "memory.max") in lines[0]
 
 
 def test_disk_cache_written_reused_and_invalidated(four_images):

@@ -174,12 +174,16 @@ def _write_video(path, frame, n=5):
 
 
 def test_streams_file_reads_a_local_video_as_a_stream(coco128_dir, yolov5n_pt, tmp_path):
-    """A .streams file lists sources; a local video opened through OpenCV stands in for a camera: the frames come
-    through the reader thread, are annotated into one video per source, and the run ends with the video."""
+    """A .streams file lists sources; a video served over http from this machine stands in for a camera (a .streams
+    file may list only camera indexes and rtsp/rtmp/http/https URLs): the frames come through the reader thread, are
+    annotated into one video per source, and the run ends with the video."""
     import detect
+    from tests.stream_server import serve_folder
     frame = cv2.resize(cv2.imread(str(coco128_dir / "images" / "train2017" / "000000000025.jpg")), (192, 128))
     _write_video(tmp_path / "clip.mp4", frame)
-    (tmp_path / "cams.streams").write_text(f"{tmp_path / 'clip.mp4'}\n")
+    (tmp_path / "clip").write_bytes((tmp_path / "clip.mp4").read_bytes())  # no extension: a stream, not a file URL
+    base = serve_folder(tmp_path)
+    (tmp_path / "cams.streams").write_text(f"{base}/clip\n")
 
     from utils.streams import LoadStreams
     ds = LoadStreams(str(tmp_path / "cams.streams"), img_size=128, stride=32)

@@ -61,3 +61,71 @@ def test_faults_leave_last_pt_untouched(fault, data, tmp_path, monkeypatch):
     assert seen and _sha(last) == seen["sha"]
     assert _load(last)["epoch"] == 0
     assert sorted(p.name for p in last.parent.iterdir()) == ["best.pt", "last.pt"]
+
+
+@pytest.mark.parametrize("epoch", [0, 1])
+def test_non_finite_weights_are_never_saved(epoch, data, tmp_path, monkeypatch):
+    """Weights that turned NaN (a NaN lr0 does it: the step after the last loss read poisons them) stop training at
+    the save, in one message that says what is on disk; last.pt stays as the previous epoch wrote it (at epoch 0:
+    none is written)."""
+    import train
+    from utils import backend
+    from utils.engine.errors import NonFiniteWeightsError
+    from utils.engine.train_loop import TrainLoop
+    seen = {}
+    orig_step = TrainLoop.run_step
+
+    def step(self, batch):
+        out = orig_step(self, batch)
+        if self.epoch == epoch and self.iter == self.nb - 1:  # after the epoch's last loss was read
+            seen["sha"] = _sha(self.parts.run.last) if self.parts.run.last.exists() else None
+            with backend.no_grad():
+                next(self.parts.model.parameters()).view(-1)[0] = float("nan")
+        return out
+
+    monkeypatch.setattr(TrainLoop, "run_step", step)
+    on_disk = "no checkpoint was written yet" if epoch == 0 else "last.pt holds epoch 0"
+    with pytest.raises(NonFiniteWeightsError, match=f"Epoch {epoch}: .*first in model: model.0.conv.weight.*{on_disk}"):
+        train.run(data=str(data), cfg="yolov5n.yaml", weights="", imgsz=64, batch_size=8, epochs=2, device="cpu",
+                  workers=0, project=str(tmp_path), name="exp", noplots=True, noautoanchor=True, noval=True)
+    weights = tmp_path / "exp" / "weights"
+    if epoch == 0:
+        assert seen["sha"] is None and list(weights.iterdir()) == []
+    else:
+        assert _sha(weights / "last.pt") == seen["sha"] and _load(weights / "last.pt")["epoch"] == 0
+        assert sorted(p.name for p in weights.iterdir()) == ["best.pt", "last.pt"]
+
+
+def test_weight_check_names_a_bad_ema_tensor_and_finds_inf():
+    from tests.engine_helpers import tiny_parts
+    from utils import backend
+    from utils.engine.errors import NonFiniteWeightsError
+    from utils.engine.finite_weights import check_weights_before_save
+    parts = tiny_parts()
+    check_weights_before_save(parts, 3)  # finite: nothing raised
+    name, t = list(parts.ema.ema.state_dict().items())[-1]
+    with backend.no_grad():
+        t.view(-1)[0] = float("inf")
+    with pytest.raises(NonFiniteWeightsError, match=f"Epoch 3: .*first in ema: {name}.*nothing was saved"):
+        check_weights_before_save(parts, 3)
+    nan = backend.torch.tensor([float("nan")])
+    assert backend.all_finite([backend.torch.ones(2)]) and not backend.all_finite([backend.torch.ones(2), nan])
+
+
+def test_non_finite_loss_at_epoch_0_says_no_checkpoint_exists(data, tmp_path, monkeypatch):
+    import train
+    from utils import backend
+    from utils.engine.errors import NonFiniteLossError
+    from utils.engine.train_loop import TrainLoop
+    orig_step = TrainLoop.run_step
+
+    def step(self, batch):
+        self.parts.compute_loss = lambda p, t: (backend.torch.tensor([float("nan")]),
+                                                backend.torch.tensor([0.1, float("nan"), 0.]))
+        return orig_step(self, batch)
+
+    monkeypatch.setattr(TrainLoop, "run_step", step)
+    with pytest.raises(NonFiniteLossError, match="epoch 0, iteration 0 .*no checkpoint was written yet") as e:
+        train.run(data=str(data), cfg="yolov5n.yaml", weights="", imgsz=64, batch_size=8, epochs=2, device="cpu",
+                  workers=0, project=str(tmp_path), name="exp", noplots=True, noautoanchor=True, noval=True)
+    assert "last.pt" not in str(e.value)

@@ -11,11 +11,11 @@ import os
 import re
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import yaml
 
+from utils.archive_extract import UnsafeArchive, safe_extract_zip
 from utils.errors import UserError
 from utils.general import LOGGER, ROOT, RepoFileNotFound, colorstr, find_repo_file
 
@@ -140,6 +140,8 @@ def check_dataset(data, autodownload=True, allow_scripts=False):
         LOGGER.info(f"{colorstr('data: ')}Dataset not found at {missing}, running the 'download:' entry...")
         try:
             run_download(s, data, path)
+        except UnsafeArchive as e:
+            raise DatasetError(str(e)) from None
         except Exception as e:
             raise DatasetError(f"Dataset not found and download failed ({type(e).__name__}: {e}). Without network, "
                                f"put the data in {path} (images/ and labels/ side by side).") from e
@@ -176,18 +178,20 @@ def _consent_to_script(s, kind, where, path, allow_scripts):
 
 
 def run_download(s, data, path):
-    """Run a YAML 'download:' entry: a .zip URL (extracted into path's parent), 'bash ...' or Python code. The
-    caller has asked for consent to the last two (check_dataset)."""
+    """Run a YAML 'download:' entry: a .zip URL (fetched into the dataset folder `path` and extracted there only,
+    utils/archive_extract.py), 'bash ...' or Python code. The caller has asked for consent to the last two
+    (check_dataset)."""
     s = str(s).strip()
     if download_kind(s) == "zip url":
         import urllib.request
-        path.parent.mkdir(parents=True, exist_ok=True)
-        zf = path.parent / Path(s).name
+        path.mkdir(parents=True, exist_ok=True)
+        zf = path / f".{Path(s).name}.part"  # inside the dataset folder, a name no dataset file has
         LOGGER.info(f"Downloading {s} to {zf}...")
-        urllib.request.urlretrieve(s, zf)  # noqa: S310 (the URL comes from the user's own YAML)
-        with zipfile.ZipFile(zf) as z:
-            z.extractall(path.parent)
-        zf.unlink()
+        try:
+            urllib.request.urlretrieve(s, zf)  # noqa: S310 (the URL comes from the user's own YAML)
+            safe_extract_zip(zf, path)
+        finally:
+            zf.unlink(missing_ok=True)
     elif download_kind(s) == "shell":
         subprocess.run(s, shell=True, check=True, cwd=ROOT)  # noqa: S602 (shown and consented to in check_dataset)
     else:  # Python code, with the dataset dict as `yaml` like ultralytics

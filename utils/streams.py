@@ -5,9 +5,11 @@ Each source has a reader thread that keeps only the newest frame, so a slow mode
 behind a live camera. Iterating yields (sources, im (n, 3, h, w) letterboxed RGB uint8, [im0 BGR per source], None,
 '') and stops when any source ends (a video file read as a stream, a stream that could not be reopened).
 """
+import ipaddress
 import math
 import os
 import re
+import socket
 import threading
 import time
 from pathlib import Path
@@ -42,16 +44,55 @@ def is_stream_source(source, file_formats=()):
     return s.isnumeric() or s.endswith(".streams") or is_url
 
 
+def _link_local_address(host):
+    """The first link-local address (169.254.0.0/16, fe80::/10) host names or resolves to, else None. Resolving
+    also catches the spellings of 169.254.169.254 that are no dotted quad ('2852039166', '0xa9.0xfe.0xa9.0xfe')."""
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except (OSError, UnicodeError):  # unresolvable: OpenCV will fail to open it and say so
+        return None
+    for a in sorted(addresses):
+        ip = ipaddress.ip_address(a.split("%")[0])
+        ip = getattr(ip, "ipv4_mapped", None) or ip
+        if ip.is_link_local:
+            return str(ip)
+    return None
+
+
+def check_listed_source(s, where):
+    """A line of a .streams file (where: 'file, line n'): a camera index or an rtsp/rtmp/http/https URL whose host is
+    not link-local, else StreamError. A .streams file is a file, not the person at the keyboard: it may not make
+    this program read local files (file://, a path, FFmpeg's other protocols) or the link-local range where cloud
+    machines serve their credentials (169.254.169.254). A URL given as --source itself is the user's own choice."""
+    if s.isnumeric():
+        return s
+    if not s.lower().startswith(STREAM_SCHEMES):
+        raise StreamError(f"{where}: '{s}' is not a camera index or an rtsp://, rtmp://, http:// or https:// URL, the "
+                          "only sources a .streams file may list; pass a local file or folder as --source itself")
+    host = urlparse(s).hostname
+    address = _link_local_address(host) if host else None
+    if address:
+        raise StreamError(f"{where}: {s} is at the link-local address {address} (169.254.0.0/16 or fe80::/10, where "
+                          "cloud machines serve their credentials), which a .streams file may not open; if it is your "
+                          "camera, pass the URL as --source itself")
+    return s
+
+
 def read_sources(source):
-    """The list of sources: the lines of a *.streams file, or the one source given."""
+    """The list of sources: the lines of a *.streams file (each checked by check_listed_source), or the one source
+    given."""
     s = str(source)
     if s.endswith(".streams"):
         if not os.path.isfile(s):
             raise StreamError(f"--source {s}: file not found; a .streams file lists one camera index or URL a line")
-        lines = [x.strip() for x in Path(s).read_text().splitlines() if x.strip()]
+        try:
+            text = Path(s).read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise StreamError(f"--source {s}: cannot be read as a text list of sources ({e})") from None
+        lines = [(n, x.strip()) for n, x in enumerate(text.splitlines(), 1) if x.strip()]
         if not lines:
             raise StreamError(f"--source {s}: the file lists no sources (one camera index or URL a line)")
-        return lines
+        return [check_listed_source(x, f"{s}, line {n}") for n, x in lines]
     return [s]
 
 

@@ -31,6 +31,7 @@ FUNCTION_SET = {
     "optimizer_impl": "how an optimizer steps: 'fused', 'foreach' or 'loop'",
     "optimizer_variants": "other optimizer step implementations worth timing: {label: param-group settings}",
     "clip_grad_norm_": "gradient clipping by the joint L2 norm, multi-tensor when the flag asks and it exists",
+    "all_finite": "whether every tensor of a list holds only finite values, with one host sync for the whole list",
     "optimizer_state_to_native": "an optimizer state dict (PyTorch's layout, as files hold it) in this framework's",
     # distributed (utils/distributed/ calls these only inside a launcher-started job)
     "dist_init": "start the process group for a launcher-started job (device, timeout in seconds)",

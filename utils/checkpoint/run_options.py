@@ -6,6 +6,10 @@ Official ``train.py --resume`` rebuilds its options from opt.yaml (or the checkp
 ``data`` as a dataset YAML it can open: so every official key is present (official defaults where this project has
 no such flag), ``hyp`` is the run's hyperparameter dict as loaded (before the loss gains are scaled) and ``data``
 an absolute path. This project's own flags are kept too; official code ignores them.
+
+Consent is not an option a file can carry: the flags in CONSENT_OPTIONS (permission to run code that came with a
+dataset) are the person's at the command line, so they are never written here and a resume drops them from what it
+reads (``without_consent``); train.py --resume takes them from its own command line only.
 """
 import functools
 import pathlib
@@ -21,6 +25,16 @@ OFFICIAL_OPT_DEFAULTS = {
     "quad": False, "cos_lr": False, "label_smoothing": 0.0, "patience": 100, "freeze": [0], "save_period": -1,
     "seed": 0, "local_rank": -1, "entity": None, "upload_dataset": False, "bbox_interval": -1, "save_dir": "",
 }
+
+
+# Flags that let code from a file run (a data YAML's shell/Python 'download:'); only the user's own command line or
+# environment may set them. Grep for 'allow' when adding a flag of that kind.
+CONSENT_OPTIONS = ("allow_download_scripts",)
+
+
+def without_consent(options):
+    """options (a dict read from a checkpoint or opt.yaml) without the consent flags."""
+    return {k: v for k, v in options.items() if k not in CONSENT_OPTIONS}
 
 
 def _plain(v):
@@ -57,7 +71,7 @@ def official_opt(opt, hyp):
     inline, ``data`` absolute, paths as strings; this project's extra flags after them (options that are not plain
     data, such as results attached after a run, are left out)."""
     ours = {k: _plain(v) for k, v in vars(opt).items() if not k.startswith("_")}
-    ours = {k: v for k, v in ours.items() if _is_plain(v) and k != "results"}
+    ours = {k: v for k, v in without_consent(ours).items() if _is_plain(v) and k != "results"}
     d = {k: ours.pop(k, default) for k, default in OFFICIAL_OPT_DEFAULTS.items()}
     d["hyp"] = {k: _plain(v) for k, v in dict(hyp).items()}
     d["data"] = _resolved_data(d["data"])

@@ -1,6 +1,7 @@
 """Image and label files: which files a dataset path means, where each image's label file is, and image sizes as
 the EXIF orientation tag displays them."""
 import glob
+import logging
 import os
 from pathlib import Path
 
@@ -22,13 +23,43 @@ def img2label_paths(img_paths):
     return [sb.join(x.rsplit(sa, 1)).rsplit(".", 1)[0] + ".txt" for x in img_paths]
 
 
+def _walk_folder(folder, prefix=""):
+    """Every file under folder, following links to folders as glob('**') does, but each real folder and each real
+    file once: a link that leads back into a folder already listed (a loop) or to a folder or file listed by another
+    way (a duplicate) is skipped, with one warning naming the first such link; of two paths to one file, the one
+    through no link is kept. Without this, a link looping back into an image folder listed its 8 images 328 times."""
+    seen_dirs, by_real, skipped = set(), {}, []
+    for top, dirs, names in os.walk(folder, followlinks=True):
+        st = os.stat(top)
+        if (st.st_dev, st.st_ino) in seen_dirs:  # reached again through a link: go no deeper
+            skipped.append(top)
+            dirs[:] = []
+            continue
+        seen_dirs.add((st.st_dev, st.st_ino))
+        # hidden names skipped as glob skips them; a fixed walk order keeps the same path for a folder reached twice
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(n for n in names if not n.startswith(".")):
+            f = os.path.join(top, name)
+            real = os.path.realpath(f)
+            kept = by_real.setdefault(real, f)
+            if kept != f:
+                direct = os.path.abspath(f) == real  # this path is the file itself, the kept one a link to it
+                by_real[real], f = (f, kept) if direct else (kept, f)
+                skipped.append(f)
+    if skipped:
+        logging.getLogger("yolov5").warning(
+            f"{prefix}{WARN} {folder}: skipped {len(skipped)} folder(s) or file(s) reached again through symbolic "
+            f"links (a loop or a duplicate), first {skipped[0]} -> {os.path.realpath(skipped[0])}")
+    return list(by_real.values())
+
+
 def list_image_files(path, prefix=""):
     """A folder (recursive), a .txt list of images (relative to the list's folder), a glob, or a list of those."""
     files = []
     for p in path if isinstance(path, (list, tuple)) else [path]:
         p = Path(p)
         if p.is_dir():
-            files += glob.glob(str(p / "**" / "*.*"), recursive=True)
+            files += [f for f in _walk_folder(p, prefix) if "." in os.path.basename(f)]  # as glob('**/*.*')
         elif p.is_file():
             parent = str(p.parent) + os.sep
             with open(p) as t:

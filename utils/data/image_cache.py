@@ -11,17 +11,12 @@ import numpy as np
 from utils.atomic_files import remove_stale_temp_files, write_atomically
 from utils.data.files import NUM_THREADS, WARN, is_writeable
 from utils.general import LOGGER
+from utils.memory_limits import memory_available
 
 
 def _mem_available():
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+    """MemoryLimit (bytes, where from) of the host or the container's memory cgroup, the smaller; None if unknown."""
+    return memory_available()
 
 
 def disk_cache_dir(im_dir):
@@ -43,16 +38,20 @@ def npy_path(im_file, img_size):
 
 
 def ram_cache_fits(nbytes, safety_margin=0.1, prefix=""):
-    """True when nbytes of images fit in available memory with a margin; says which way it went."""
-    avail = _mem_available()
-    if avail is None:
+    """True when nbytes of images fit in the memory this process may still use (the host's, or its container's
+    cgroup limit when that is tighter: utils/memory_limits.py) with a margin; says which way it went in one line.
+    When they do not fit, training goes on reading images from disk, as ultralytics does."""
+    mem = _mem_available()
+    if mem is None:
         return True
+    avail = mem.available
     ok = nbytes * (1 + safety_margin) < avail
     if not ok:
         LOGGER.warning(f"{prefix}{WARN} {nbytes / (1 << 30):.2f}GB RAM required (+{safety_margin:.0%} margin), "
-                       f"{avail / (1 << 30):.2f}GB available: not caching images in RAM")
+                       f"{avail / (1 << 30):.2f}GB available ({mem.source}): not caching images in RAM")
     else:
-        LOGGER.info(f"{prefix}Caching images ({nbytes / (1 << 30):.2f}GB of {avail / (1 << 30):.1f}GB available RAM)")
+        LOGGER.info(f"{prefix}Caching images ({nbytes / (1 << 30):.2f}GB of {avail / (1 << 30):.1f}GB available RAM, "
+                    f"{mem.source})")
     return ok
 
 

@@ -1,14 +1,21 @@
-"""One training run: build the parts, run the loop with the default hooks."""
+"""One training run: hold the run folder, build the parts, run the loop with the default hooks."""
+import contextlib
+
 from utils.distributed import DistContext
 from utils.engine.build import build_training
 from utils.engine.train_loop import TrainLoop, default_hooks
+from utils.run_lock import hold_run_folder
 
 
 def train(hyp, opt, device, dist=None):
     """Train once; returns the final (P, R, mAP50, mAP50-95, val box, obj, cls) (zeros on DDP ranks other than 0).
-    dist: this process's DistContext, built once by train.py (a single process when None)."""
-    parts = build_training(opt, hyp, device, dist or DistContext())
-    try:
-        return TrainLoop(parts, default_hooks(parts)).train()
-    finally:
-        parts.plots.close()  # a failed or stopped run still leaves whole plot files, not half-written ones
+    dist: this process's DistContext, built once by train.py (a single process when None). The process that writes
+    the run folder (DDP: rank 0; the other ranks never write there) locks it first, before anything in it changes:
+    a second run into a live folder stops in one line (utils/run_lock.py)."""
+    dist = dist or DistContext()
+    with hold_run_folder(opt.save_dir) if dist.is_main else contextlib.nullcontext():
+        parts = build_training(opt, hyp, device, dist)
+        try:
+            return TrainLoop(parts, default_hooks(parts)).train()
+        finally:
+            parts.plots.close()  # a failed or stopped run still leaves whole plot files, not half-written ones

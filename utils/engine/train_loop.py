@@ -22,6 +22,7 @@ from utils.checkpoint.training import get_rng_states, strip_optimizer, training_
 from utils.distributed.collectives import broadcast_flag
 from utils.engine.class_weights import resample_by_image_weights
 from utils.engine.errors import NonFiniteLossError, TrainingError
+from utils.engine.finite_weights import check_weights_before_save
 from utils.engine.schedule import set_param_groups
 from utils.evaluation import validate_model
 from utils.general import LOGGER, colorstr
@@ -172,7 +173,8 @@ class TrainLoop:
         if self.readback.due(self.iter, self.nb):  # SYNC: the host waits for the device, every `interval` steps only
             bad = self.readback.read()
             if bad is not None:  # the first non-finite step, exactly, even if it was a few steps ago
-                raise NonFiniteLossError(self.epoch, *bad)
+                on_disk = signals.checkpoint_status(p.run.last) if p.run is not None else "nothing was saved"
+                raise NonFiniteLossError(self.epoch, *bad, on_disk=on_disk)
             self.mloss = self.losses_read = self.readback.mean
         p.scaler.scale(loss).backward()
         if ni - self.last_opt_step >= settings.accumulate:
@@ -357,6 +359,7 @@ class CheckpointHook(HookBase):
         opt, run = p.opt, p.run
         if opt.nosave and not (loop.final_epoch and not opt.evolve):
             return
+        check_weights_before_save(p, loop.epoch)  # a NaN weight never replaces the last good checkpoint
         ckpt = checkpoint_contents(loop)
         paths = [run.last]
         if loop.best_fitness == loop.fitness:

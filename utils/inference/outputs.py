@@ -7,6 +7,7 @@ import cv2
 import numpy as np
 
 from utils.inference.label_txt import write_label_txt
+from utils.path_names import safe_path_component
 from utils.plots import Annotator, colors, save_one_box
 
 
@@ -25,6 +26,7 @@ class DetectionOutputs:
         """Source i's image or frame im0 (BGR, drawn on in place) and its detections det (n, 6) numpy [xyxy, conf,
         cls] in original pixels, from file p; returns the counts for the log line ('2 persons, 1 bus, ')."""
         names, s = self.names, ""
+        name, stem = safe_path_component(p.name), safe_path_component(p.stem)  # file and stream names become paths
         imc = im0.copy() if self.save_crop else im0
         annotator = Annotator(im0, line_width=self.line_thickness, example=str(names))
         if len(det):
@@ -34,8 +36,8 @@ class DetectionOutputs:
                 s += f"{n} {names[int(c)]}{'s' * (n > 1)}, "
             rows = det[::-1]  # lowest confidence first: the best boxes are drawn last, on top
             if self.save_txt:
-                stem = p.stem + ("" if mode == "image" else f"_{frame}")
-                write_label_txt(self.save_dir / "labels" / f"{stem}.txt", rows, im0.shape, self.save_conf,
+                txt = stem + ("" if mode == "image" else f"_{frame}")
+                write_label_txt(self.save_dir / "labels" / f"{txt}.txt", rows, im0.shape, self.save_conf,
                                 self.save_format)
             for *xyxy, conf, cls in rows.tolist():
                 c = int(cls)
@@ -45,9 +47,10 @@ class DetectionOutputs:
                     label = None if self.hide_labels else (names[c] if self.hide_conf else f"{names[c]} {conf:.2f}")
                     annotator.box_label(xyxy, label, color=colors(c, True))
                 if self.save_crop:
-                    save_one_box(xyxy, imc, file=self.save_dir / "crops" / names[c] / f"{p.stem}.jpg", BGR=True)
+                    crops = self.save_dir / "crops" / safe_path_component(names[c])  # names come from the checkpoint
+                    save_one_box(xyxy, imc, file=crops / f"{stem}.jpg", BGR=True)
         if self.save_img:
-            self._save(i, str(self.save_dir / p.name), annotator.result(), mode, vid_cap)
+            self._save(i, str(self.save_dir / name), annotator.result(), mode, vid_cap)
         return s
 
     def _csv_row(self, image_name, prediction, confidence):
