@@ -14,6 +14,7 @@ import pytest
 import yaml
 from PIL import Image
 
+from utils.archive_extract import UnsafeArchive
 from utils.data.converters import argoverse, fetch, globalwheat, imagenet, objects365, sku110k, visdrone, xview
 from utils.data.converters.common import autosplit, read_labels
 from utils.dataset_config import ALLOW_SCRIPTS_ENV, DownloadScriptRefused, check_dataset, find_yaml
@@ -217,11 +218,11 @@ def test_unpack_refuses_members_outside_the_folder(tmp_path):
     z = tmp_path / "evil.zip"
     with zipfile.ZipFile(z, "w") as f:
         f.writestr("../outside.txt", "x")
-    with pytest.raises(ValueError, match="outside"):
+    with pytest.raises(UnsafeArchive, match="leaves the dataset folder"):
         fetch.unpack_archive(z, tmp_path / "dest")
     t = tmp_path / "evil.tar"
     _tar_with(t, {"ok.txt": b"x", "../outside.txt": b"x"})
-    with pytest.raises(ValueError, match="outside"):
+    with pytest.raises(UnsafeArchive, match="outside"):
         fetch.unpack_archive(t, tmp_path / "dest")
     assert not (tmp_path / "outside.txt").exists() and not (tmp_path / "dest" / "ok.txt").exists()
     good = tmp_path / "good.tar.gz"

@@ -4,8 +4,9 @@ import logging
 import shutil
 import tarfile
 import urllib.request
-import zipfile
 from pathlib import Path
+
+from utils.archive_extract import UnsafeArchive, safe_extract_zip
 
 LOGGER = logging.getLogger("yolov5")  # utils.general's logger, without importing a framework
 
@@ -31,11 +32,8 @@ def download(urls, dir, unpack=True, delete=True):
 def unpack_archive(f, dir):
     """Unpack a .zip or tar archive into dir (members may not leave it); False for any other file."""
     f, dir = Path(f), Path(dir).resolve()
-    if f.suffix == ".zip":
-        with zipfile.ZipFile(f) as z:
-            for m in z.namelist():
-                _inside(dir, m, f)
-            z.extractall(dir)
+    if f.suffix == ".zip":  # the dataset-zip rules: no member outside dir, none over an existing file, no links
+        safe_extract_zip(f, dir)
         return True
     if f.name.endswith((".tar", ".tar.gz", ".tgz")):
         with tarfile.open(f) as t:
@@ -51,4 +49,4 @@ def unpack_archive(f, dir):
 
 def _inside(dir, member, archive):
     if not (dir / member).resolve().is_relative_to(dir):
-        raise ValueError(f"{archive}: member {member} would be written outside {dir}")
+        raise UnsafeArchive(f"{archive}: member {member} would be written outside {dir}; nothing was extracted")
