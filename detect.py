@@ -30,7 +30,7 @@ if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on
     signals.install("detect")
 
 from utils.backend import inference_mode  # noqa: E402
-from utils.errors import exit_on_user_error  # noqa: E402
+from utils.signals import exit_on_user_error  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 from utils.general import LOGGER, colorstr, increment_path  # noqa: E402
 from utils.inference import check_save_format, load_model, ms_per_image  # noqa: E402

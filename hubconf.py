@@ -191,6 +191,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from utils.errors import exit_on_user_error
+    from utils.signals import exit_on_user_error
     with exit_on_user_error("hubconf"):
         main()

@@ -34,7 +34,7 @@ from utils.distributed.launch import training_device  # noqa: E402
 from utils.engine.errors import TrainingError  # noqa: E402
 from utils.engine.hyp import load_hyp  # noqa: E402
 from utils.engine.run import train  # noqa: E402
-from utils.errors import exit_on_user_error  # noqa: E402
+from utils.signals import exit_on_user_error  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 from utils.evolve import evolve  # noqa: E402
 from utils.general import LOGGER, RunDirError, increment_path  # noqa: E402

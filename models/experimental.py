@@ -8,7 +8,8 @@ that kept ``model.24.anchor_grid`` load the same way.
 from pathlib import Path
 
 from utils.backend import nn, torch
-from utils.checkpoint import CheckpointError, ModelRecord, build_model, load_any
+from models.from_record import build_model
+from utils.checkpoint import CheckpointError, ModelRecord, load_any
 from utils.general import LOGGER
 
 

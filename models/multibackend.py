@@ -20,12 +20,16 @@ import ast
 import json
 from pathlib import Path
 
+import cv2
 import numpy as np
 import yaml
 
+from models.experimental import attempt_load
 from utils.backend import cuda_available, from_numpy, is_cuda, nn, require_pytorch, select_device, to_numpy, torch
 from utils.errors import UserError
 from utils.export.formats import FLAGS, FORMATS, RUN_HERE, model_type
+from utils.export.onnx_meta import read_onnx_info
+from utils.export.to_openvino import import_openvino
 
 
 class ModelLoadError(UserError):
@@ -70,7 +74,6 @@ class DetectMultiBackend(nn.Module):
                                  ".torchscript, .onnx or *_openvino_model export")
 
         if self.pt:
-            from models.experimental import attempt_load
             model = attempt_load(weights if isinstance(weights, (list, tuple)) else w, device=device, inplace=True,
                                  fuse=fuse)
             stride = max(int(model.stride.max()), 32)
@@ -104,7 +107,7 @@ class DetectMultiBackend(nn.Module):
 
     def _load_onnxruntime(self, w, cuda):
         try:
-            import onnxruntime
+            import onnxruntime  # optional dependency: the PyTorch environment installs it
         except ImportError:
             raise ModelLoadError(f"--weights {w}: ONNX models need onnxruntime, not installed in this environment: "
                                  "pip install onnxruntime (the PyTorch environment has it), or pass --dnn to run it "
@@ -123,9 +126,6 @@ class DetectMultiBackend(nn.Module):
         return 32, None
 
     def _load_opencv_dnn(self, w):
-        import cv2
-
-        from utils.export.onnx_meta import read_onnx_info
         self.net = cv2.dnn.readNetFromONNX(w)
         self.input_dtype = np.float32
         meta, shape = read_onnx_info(w)
@@ -135,7 +135,6 @@ class DetectMultiBackend(nn.Module):
         return 32, None
 
     def _load_openvino(self, w):
-        from utils.export.to_openvino import import_openvino
         try:
             ov = import_openvino()
         except ImportError:

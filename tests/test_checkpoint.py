@@ -10,6 +10,7 @@ import zipfile
 import numpy as np
 import pytest
 
+from models.from_record import build_model
 from utils.backend import BACKEND, IS_ONEFLOW, from_numpy, nn, to_numpy, torch
 from utils.checkpoint import (CheckpointError, ModelRecord, load_any, load_checkpoint, optimizer_state_for_backend,
                               read_official_pt, save_checkpoint)
@@ -272,7 +273,7 @@ def test_model_saved_as_record_and_rebuilt(tmp_path):
     with torch.no_grad():
         y = to_numpy(m(x)[0])
     f = save_checkpoint({"epoch": 0, "model": deepcopy(m).half(), "ema": m}, tmp_path / "best.pt")
-    ck = load_checkpoint(f)
+    ck = load_checkpoint(f, build_models=build_model)
     m2 = ck["model"].eval()
     assert type(m2).__name__ == "DetectionModel" and next(m2.parameters()).dtype == torch.float32
     assert m2.names == m.names
@@ -307,8 +308,9 @@ import numpy as np, sys
 sys.path.insert(0, {root!r})
 from tests.test_checkpoint import _fixed_input
 from utils.backend import torch, from_numpy, to_numpy
+from models.from_record import build_model
 from utils.checkpoint import load_checkpoint, optimizer_state_for_backend
-ck = load_checkpoint({ck!r})
+ck = load_checkpoint({ck!r}, build_models=build_model)
 m = ck["model"].eval()
 opt = torch.optim.SGD(m.parameters(), lr=1.0)
 opt.load_state_dict(optimizer_state_for_backend(ck["optimizer"]))

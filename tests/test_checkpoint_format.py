@@ -15,6 +15,7 @@ import zipfile
 import numpy as np
 import pytest
 
+from models.from_record import build_model
 from tests.test_checkpoint import ROOT, _fixed_input, _tiny_model
 from utils.backend import BACKEND, from_numpy, nn, to_numpy, torch
 from utils.checkpoint import (Half, ModelRecord, complete_torch_groups, load_checkpoint, optimizer_state_for_backend,
@@ -193,7 +194,7 @@ def test_model_and_ema_are_fp16_and_read_back_exactly(written):
     state = ck["optimizer"]["state"]
     assert set(state) == set(range(sum(len(g["params"]) for g in groups)))
     assert all(s["momentum_buffer"].dtype == np.float32 for s in state.values())
-    built = load_checkpoint(f)  # tensors and rebuilt float32 models
+    built = load_checkpoint(f, build_models=build_model)  # tensors and rebuilt float32 models
     x = from_numpy(_fixed_input((1, 3, 64, 64)))
     with torch.no_grad():
         assert built["ema"].training is False
@@ -214,7 +215,7 @@ def test_strip_optimizer_writes_what_official_strip_writes(written, tmp_path):
     from utils.engine.train_loop import save_ckpt
     f = tmp_path / "best.pt"
     shutil.copy(written[0], f)
-    strip_optimizer(f, save=save_ckpt)  # as the training's final step calls it
+    strip_optimizer(f, save=save_ckpt, build_model=build_model)  # as the training's final step calls it
     rec, obj, _ = _parse(f)
     assert list(obj) == OFFICIAL_KEYS and obj["epoch"] == -1 and obj["opt"]["epochs"] == 10
     assert all(obj[k] is None for k in ("best_fitness", "ema", "updates", "optimizer"))
@@ -244,7 +245,7 @@ def test_strip_optimizer_also_writes_the_same_stripped_checkpoint(written, tmp_p
     LOGGER.propagate = True
     try:
         with caplog.at_level("INFO", logger="yolov5"):
-            strip_optimizer(last, save=save_ckpt, also=(best,))
+            strip_optimizer(last, save=save_ckpt, also=(best,), build_model=build_model)
     finally:
         LOGGER.propagate = False
     assert f"Optimizer stripped from {last}" in caplog.text and f"Optimizer stripped from {best}" in caplog.text
@@ -392,7 +393,7 @@ def test_old_yolov5ck_files_still_load(tmp_path):
     f = tmp_path / "old.pt"
     save_yolov5ck({"epoch": 5, "model": m, "ema": None, "maps": np.arange(3.0), "opt": {"epochs": 9}}, f)
     assert f.read_bytes()[:8] == b"YOLOv5CK"
-    ck = load_checkpoint(f)
+    ck = load_checkpoint(f, build_models=build_model)
     assert ck["epoch"] == 5 and ck["opt"] == {"epochs": 9} and np.array_equal(ck["maps"], [0.0, 1.0, 2.0])
     x = from_numpy(_fixed_input((1, 3, 64, 64)))
     with torch.no_grad():

@@ -159,7 +159,8 @@ def test_ddp_checkpoint_loads_in_single_process_with_exact_weights(crashed_run):
     from utils.checkpoint import load_checkpoint
     from utils.backend import to_numpy, torch
     assert crashed_run["kept"].exists(), "rank 0 wrote no last.pt for epoch 0"
-    ck = load_checkpoint(crashed_run["kept"], map_location="cpu")
+    from models.from_record import build_model
+    ck = load_checkpoint(crashed_run["kept"], map_location="cpu", build_models=build_model)
     assert int(ck["epoch"]) == 0
     model = ck["model"].float().eval()
     assert not any(k.startswith("module.") for k in model.state_dict())

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from utils.backend import from_numpy, to_numpy, torch
-from utils.checkpoint import ModelRecord, build_model, load_any, model_record, save_checkpoint
+from models.from_record import build_model
+from utils.checkpoint import ModelRecord, load_any, model_record, save_checkpoint
 
 # Tolerances. Decoded boxes are pixels (up to ~320): the absolute bound is 1e-3 plus 2e-5 relative to the value
 # (OneFlow's CPU kernels: worst 1.2e-3 px on a ~100 px coordinate; PyTorch: exact). Scores are in [0, 1].
@@ -118,7 +119,7 @@ def test_focus_spp_era_config_round_trips(tmp_path):
     m = DetectionModel(cfg).eval()
     rec = model_record(m)
     rec["class"] = "models.yolo.Model"
-    f = save_checkpoint({"model": rec}, tmp_path / "old.pt")
+    f = save_checkpoint({"model": rec}, tmp_path / "old.pt", build_model=build_model)
     m2 = attempt_load(f, fuse=False)
     x = from_numpy(np.random.default_rng(0).random((1, 3, 64, 64), dtype=np.float32))
     with torch.no_grad():

@@ -100,7 +100,8 @@ def test_resume_from_an_official_format_checkpoint(reference_run, tmp_path):
     opt with hyp inline; no RNG states, no fp32 copies, no opt.yaml or hyp.yaml beside it) resumes at its next
     epoch with its optimizer state: the learning rates of the resumed epochs are the uninterrupted run's."""
     from utils.checkpoint import Half, load_checkpoint, save_checkpoint
-    ck = load_checkpoint(reference_run / "weights" / "epoch0.pt", map_location="cpu")
+    from models.from_record import build_model
+    ck = load_checkpoint(reference_run / "weights" / "epoch0.pt", map_location="cpu", build_models=build_model)
     official = {k: ck[k] for k in OFFICIAL_KEYS}
     official.update(model=Half(ck["model"]), ema=Half(ck["ema"]), best_fitness=np.array([ck["best_fitness"]]))
     assert isinstance(official["opt"]["hyp"], dict) and official["opt"]["epochs"] == EPOCHS

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -180,7 +181,6 @@ def run_download(s, data, path):
     caller has asked for consent to the last two (check_dataset)."""
     s = str(s).strip()
     if download_kind(s) == "zip url":
-        import urllib.request
         path.parent.mkdir(parents=True, exist_ok=True)
         zf = path.parent / Path(s).name
         LOGGER.info(f"Downloading {s} to {zf}...")

@@ -15,6 +15,7 @@ import yaml
 
 from utils.errors import UserError
 from utils.general import LOGGER, ROOT, colorstr
+from utils.loggers import note_ignored_flags
 
 # gene: (mutation gain, lower limit, upper limit). 'anchors' is not evolved here: the model yaml owns anchors.
 META = {
@@ -151,7 +152,6 @@ def initial_population(hyp, folder=None, resume=None, csv=None):
 
 def evolve(hyp, opt, device, train_fn):
     """Run opt.evolve generations of train_fn(hyp, opt, device) in opt.save_dir."""
-    from utils.loggers import note_ignored_flags
     note_ignored_flags(opt, {"bucket": ""}, what="syncing evolve.csv with a Google Cloud Storage bucket")
     opt.noval, opt.nosave = True, True  # only the final epoch is validated, only the final epoch saved
     save_dir = Path(opt.save_dir)

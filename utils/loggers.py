@@ -7,6 +7,7 @@ from pathlib import Path
 
 from utils.general import LOGGER, colorstr
 from utils.plot_jobs import inline
+from utils.plots import plot_results
 
 KEYS = ["train/box_loss", "train/obj_loss", "train/cls_loss",  # train loss
         "metrics/precision", "metrics/recall", "metrics/mAP_0.5", "metrics/mAP_0.5:0.95",  # metrics
@@ -18,7 +19,7 @@ def _summary_writer():
     """A SummaryWriter class from the first module that provides one (tensorboardX, or the PyTorch install's
     tensorboard bridge, which needs the tensorboard package: backend.summary_writer_modules); None when none works.
     Imported lazily: TensorBoard is optional."""
-    from utils.backend import summary_writer_modules
+    from utils.backend import summary_writer_modules  # framework choice: which bridge exists depends on it
     for name in summary_writer_modules:
         try:
             return importlib.import_module(name).SummaryWriter
@@ -102,7 +103,6 @@ class Loggers:
     def on_train_end(self, plots=True, draw=None):
         """results.png (drawn by draw(what, fn, *args), a PlotJobs.submit, or here), then TensorBoard closed."""
         if plots and self.csv.exists():
-            from utils.plots import plot_results
             (draw or inline)("results.png", plot_results, file=self.csv)
         if self.tb is not None:
             self.tb.close()

@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from utils.backend import is_cuda, to_numpy, torch
+from utils.errors import UserError
 
 __all__ = ["LossReadback", "default_interval"]
 
@@ -28,7 +29,6 @@ def default_interval(device):
         except ValueError:
             n = 0
         if n < 1:
-            from utils.errors import UserError
             raise UserError(f"YOLO_LOSS_READBACK={value!r}: give a whole number of steps >= 1 (1 reads every step).")
         return n
     return 10 if is_cuda(device) else 1

@@ -20,6 +20,7 @@ import os
 import pickle
 
 from utils.general import LOGGER
+from utils.plots import pyplot
 
 HELPERS = 2  # the end of a validation hands over five figures at once: two draw side by side
 
@@ -35,8 +36,7 @@ def inline(what, fn, *args, **kwargs):
 def _serve(jobs, answers):
     """A helper: draw each (what, fn, args, kwargs) received, answer (what, error or ''), stop at None."""
     try:
-        from utils.plots import _plt
-        _plt()  # matplotlib with the Agg backend, once
+        pyplot()  # matplotlib with the Agg backend, once
     except Exception:  # a missing matplotlib fails the drawings that need it, each with its warning
         pass
     while True:

@@ -5,6 +5,7 @@ Framework calls go through utils.backend (the multi-tensor EMA update and optimi
 nothing here branches on the backend.
 """
 import math
+import random
 from copy import deepcopy
 
 import numpy as np
@@ -158,7 +159,6 @@ class EarlyStopping:
 
 def set_seed(seed=0, deterministic=False):
     """Seed python, numpy and the framework (the per-worker loader seeds derive from the same value)."""
-    import random
     random.seed(seed)
     np.random.seed(seed)
     backend.manual_seed(seed)

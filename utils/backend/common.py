@@ -1,7 +1,10 @@
 """Helpers both per-backend modules use that need no framework: they act on the tensors and devices they are given
 (or on numpy arrays and strings), so the same code serves OneFlow and PyTorch objects."""
 import importlib.util
+import inspect
 import os
+
+import numpy as np
 
 
 def is_cuda(x):
@@ -16,7 +19,6 @@ def to_numpy(t):
 
 def contiguous_array(a):
     """a as a C-contiguous numpy array that keeps a 0-d shape 0-d (np.ascontiguousarray alone makes it (1,))."""
-    import numpy as np
     a = np.asarray(a)
     return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
@@ -58,7 +60,6 @@ def group_get(group, key):
 
 def accepts(cls, arg):
     """Whether a class's constructor takes the keyword ``arg`` (optimizers grew fused/foreach over versions)."""
-    import inspect
     try:
         return arg in inspect.signature(cls.__init__).parameters
     except (TypeError, ValueError):

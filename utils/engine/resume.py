@@ -8,6 +8,7 @@ The lr schedule is a pure function of the epoch and iteration, so nothing else i
 """
 import numpy as np
 
+from models.from_record import build_model
 from utils import backend
 from utils.backend_choice import BACKEND_NAMES
 from utils.checkpoint import load_checkpoint, optimizer_state_for_backend
@@ -18,7 +19,7 @@ from utils.general import LOGGER
 
 
 def read_resume_checkpoint(weights):
-    return load_checkpoint(weights, map_location="cpu")
+    return load_checkpoint(weights, map_location="cpu", build_models=build_model)
 
 
 def restore_training_state(ckpt, optimizer, scaler, ema, device, epochs, name="last.pt"):

@@ -15,6 +15,7 @@ import numpy as np
 from tqdm import tqdm
 
 from models.experimental import attempt_load
+from models.from_record import build_model
 from utils import backend, signals
 from utils.backend import F
 from utils.checkpoint import save_checkpoint
@@ -387,9 +388,9 @@ class FinishHook(HookBase):
             if not f.exists():
                 continue
             if f == run.last:
-                strip_optimizer(f, save=save_ckpt, also=(run.best,) if same else ())
+                strip_optimizer(f, save=save_ckpt, also=(run.best,) if same else (), build_model=build_model)
             elif not same:
-                strip_optimizer(f, save=save_ckpt)
+                strip_optimizer(f, save=save_ckpt, build_model=build_model)
             if f == run.best and not opt.evolve:
                 LOGGER.info(f"\nValidating {f}...")
                 model = attempt_load(f, p.device, fuse=True)

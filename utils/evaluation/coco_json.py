@@ -57,7 +57,7 @@ class CocoPredictions:
             LOGGER.info(f"No COCO annotations at {self.anno_json}: predictions saved, pycocotools evaluation skipped.")
             return None
         try:
-            from pycocotools.coco import COCO
+            from pycocotools.coco import COCO  # optional, --save-json only (and it loads matplotlib)
             from pycocotools.cocoeval import COCOeval
         except ImportError:
             LOGGER.info("pycocotools is not installed ('pip install pycocotools'): COCO evaluation skipped.")

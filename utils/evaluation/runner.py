@@ -9,9 +9,11 @@ model and loader from --weights and --data and calls run_validation itself.
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from utils import signals
 from utils.backend import inference_mode, is_cuda, to_numpy, torch
+from utils.dataset_config import check_dataset
 from utils.evaluation.coco_json import CocoPredictions
 from utils.evaluation.evaluator import IOU_THRESHOLDS, TABLE_HEADER, DetectionEvaluator
 from utils.general import LOGGER, non_max_suppression
@@ -48,11 +50,6 @@ def evaluator_for_dataset(data, names, save_dir=Path(""), single_cls=False, plot
 
 
 def _progress(dataloader):
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        LOGGER.info(TABLE_HEADER)
-        return dataloader
     return tqdm(dataloader, desc=TABLE_HEADER, bar_format=TQDM_BAR_FORMAT)
 
 
@@ -127,7 +124,6 @@ def validate_model(model, dataloader, data, single_cls=False, half=False, comput
     """The trainer's validation of an in-memory model (the EMA each epoch, best.pt at the end) on its validation
     loader. data: a dataset dict or YAML path. half: fp16 on CUDA (ignored elsewhere); the model is back in fp32
     afterwards, so the EMA keeps averaging in fp32. Returns what run_validation returns."""
-    from utils.dataset_config import check_dataset
     half = half and is_cuda(model_device(model))
     model.half() if half else model.float()
     if isinstance(data, (str, Path)):

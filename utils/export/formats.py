@@ -1,6 +1,7 @@
 """The export formats of ultralytics/yolov5: their --include names, file suffixes, and which of them this project
 writes and runs. No framework import: the multi-backend loader asks it which format a weights path is."""
 from pathlib import Path
+from urllib.parse import urlparse
 
 
 # (format, --include argument, suffix of the file or folder written beside the weights, CPU, GPU), official order
@@ -24,12 +25,6 @@ RUN_HERE = ("pt", "jit", "onnx", "xml")  # DetectMultiBackend runs these
 FLAGS = ("pt", "jit", "onnx", "xml", "engine", "coreml", "saved_model", "pb", "tflite", "edgetpu", "tfjs", "paddle")
 
 
-def export_formats():
-    """The table as a pandas DataFrame with the official columns (Format, Argument, Suffix, CPU, GPU)."""
-    import pandas as pd
-    return pd.DataFrame(FORMATS, columns=["Format", "Argument", "Suffix", "CPU", "GPU"])
-
-
 def format_name(argument):
     return next(f[0] for f in FORMATS if f[1] == argument)
 
@@ -45,7 +40,6 @@ def model_type(path):
     types[FLAGS.index("tflite")] &= not types[FLAGS.index("edgetpu")]
     types[FLAGS.index("xml")] |= name.endswith(".xml")
     flags = dict(zip(FLAGS, types))
-    from urllib.parse import urlparse
     url = urlparse(p)
     flags["triton"] = not any(types) and url.scheme in ("http", "https", "grpc") and bool(url.netloc)
     if not any(flags.values()):
