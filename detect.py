@@ -32,7 +32,8 @@ if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on
 from utils.backend import inference_mode  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
-from utils.general import LOGGER, colorstr, increment_path  # noqa: E402
+from utils.log import LOGGER, colorstr  # noqa: E402
+from utils.paths import increment_path  # noqa: E402
 from utils.inference import check_save_format, load_model, ms_per_image  # noqa: E402
 from utils.inference.outputs import DetectionOutputs  # noqa: E402
 from utils.inference.predict import predict_source  # noqa: E402

@@ -35,7 +35,7 @@ from utils.export.prepare import prepare  # noqa: E402
 from utils.export.to_onnx import export_onnx  # noqa: E402
 from utils.export.to_openvino import export_openvino  # noqa: E402
 from utils.export.to_torchscript import export_torchscript  # noqa: E402
-from utils.general import LOGGER, colorstr  # noqa: E402
+from utils.log import LOGGER, colorstr  # noqa: E402
 
 
 class ExportIncompleteError(UserError):

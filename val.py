@@ -36,7 +36,8 @@ from utils.signals import exit_on_user_error  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 from utils.evaluation import evaluator_for_dataset, run_validation, validate_model  # noqa: E402
 from utils.evaluation import match_image, save_one_json  # noqa: E402  (ultralytics users import them from val)
-from utils.general import LOGGER, colorstr, increment_path  # noqa: E402
+from utils.log import LOGGER, colorstr  # noqa: E402
+from utils.paths import increment_path  # noqa: E402
 from utils.inference import load_model  # noqa: E402
 from utils.inference.label_txt import write_label_txt  # noqa: E402
 

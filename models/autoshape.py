@@ -26,10 +26,14 @@ from PIL import Image, ImageOps
 from models.yolo import Detect
 from utils.augmentations import letterbox
 from utils.backend import autocast, from_numpy, inference_mode, nn, to_numpy, torch
+from utils.boxes import xyxy2xywh
 from utils.errors import UserError
-from utils.general import LOGGER, colorstr, increment_path, make_divisible, non_max_suppression, xyxy2xywh
+from utils.img_size import make_divisible
 from utils.inference.profile import Profile
 from utils.inference.steps import preprocess, to_original
+from utils.log import LOGGER, colorstr
+from utils.nms import non_max_suppression
+from utils.paths import increment_path
 from utils.plots import Annotator, colors, save_one_box
 
 PUBLIC_MODULE = "models.common"  # where users import these classes from; their repr and pickles name it

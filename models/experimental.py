@@ -7,10 +7,10 @@ that kept ``model.24.anchor_grid`` load the same way.
 """
 from pathlib import Path
 
-from utils.backend import nn, torch
 from models.from_record import build_model
+from utils.backend import nn, torch
 from utils.checkpoint import CheckpointError, ModelRecord, load_any
-from utils.general import LOGGER
+from utils.log import LOGGER
 
 
 class Ensemble(nn.ModuleList):

@@ -17,8 +17,10 @@ import yaml
 from models.common import (C3, C3SPP, C3TR, SPP, SPPF, Bottleneck, BottleneckCSP, C3Ghost, C3x, Concat, Contract, Conv,
                            CrossConv, DWConv, DWConvTranspose2d, Expand, Focus, GhostBottleneck, GhostConv)
 from utils.backend import nn, select_device, torch
-from utils.general import LOGGER, find_repo_file, make_divisible
+from utils.img_size import make_divisible
+from utils.log import LOGGER
 from utils.model_stats import fuse_conv_and_bn, model_summary
+from utils.paths import find_repo_file
 from utils.tta import forward_augment  # test-time augmentation lives with validation code
 
 MODELS_DIR = Path(__file__).resolve().parent

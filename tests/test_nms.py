@@ -119,7 +119,7 @@ def test_numpy_nms_matches_brute_force_greedy():
 def test_blocked_nms_matches_brute_force_across_blocks_and_chains(block, seed):
     """Blocks that split groups and suppression chains (each box overlapping the next one along a line, so whether a
     box survives depends on the whole chain before it), tied scores, and one group far larger than the others."""
-    from utils.general import _greedy_nms_numpy
+    from utils.nms import _greedy_nms_numpy
     rng = np.random.default_rng(seed)
     n = 400
     x = np.cumsum(rng.uniform(2, 9, n)).astype(np.float32) % 300  # consecutive boxes overlap by varying amounts

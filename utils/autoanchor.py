@@ -8,10 +8,10 @@ import random
 
 import numpy as np
 
-from utils.data.dataset import LoadImagesAndLabels
 from utils.backend import from_numpy, no_grad, to_numpy
+from utils.data.dataset import LoadImagesAndLabels
 from utils.dataset_config import check_dataset
-from utils.general import LOGGER, colorstr
+from utils.log import LOGGER, colorstr
 
 PREFIX = colorstr("AutoAnchor: ")
 

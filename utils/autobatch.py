@@ -14,7 +14,7 @@ import numpy as np
 
 from utils import backend
 from utils.backend import torch
-from utils.general import LOGGER, colorstr
+from utils.log import LOGGER, colorstr
 from utils.model_stats import count_flops
 
 PREFIX = colorstr("AutoBatch: ")

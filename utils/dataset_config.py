@@ -18,7 +18,8 @@ from pathlib import Path
 import yaml
 
 from utils.errors import UserError
-from utils.general import LOGGER, ROOT, RepoFileNotFound, colorstr, find_repo_file
+from utils.log import LOGGER, colorstr
+from utils.paths import ROOT, RepoFileNotFound, find_repo_file
 
 
 class DatasetError(UserError, FileNotFoundError):

@@ -14,8 +14,9 @@ import numpy as np
 import yaml
 
 from utils.errors import UserError
-from utils.general import LOGGER, ROOT, colorstr
+from utils.log import LOGGER, colorstr
 from utils.loggers import note_ignored_flags
+from utils.paths import ROOT
 
 # gene: (mutation gain, lower limit, upper limit). 'anchors' is not evolved here: the model yaml owns anchors.
 META = {

@@ -5,7 +5,7 @@ import importlib
 import json
 from pathlib import Path
 
-from utils.general import LOGGER, colorstr
+from utils.log import LOGGER, colorstr
 from utils.plot_jobs import inline
 from utils.plots import plot_results
 

@@ -19,7 +19,7 @@ import multiprocessing
 import os
 import pickle
 
-from utils.general import LOGGER
+from utils.log import LOGGER
 from utils.plots import pyplot
 
 HELPERS = 2  # the end of a validation hands over five figures at once: two draw side by side

@@ -10,7 +10,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from utils.general import LOGGER, clip_boxes, increment_path, xywh2xyxy, xyxy2xywh
+from utils.boxes import clip_boxes, xywh2xyxy, xyxy2xywh
+from utils.log import LOGGER
+from utils.paths import increment_path
 
 _HEX = ("FF3838 FF9D97 FF701F FFB21D CFD231 48F90A 92CC17 3DDB86 1A9334 00D4BB 2C99A8 00C2FF 344593 6473FF "
         "0018EC 8438FF 520085 CB38FF FF95C8 FF37C7").split()  # the ultralytics palette, so plots look familiar

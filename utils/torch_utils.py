@@ -12,7 +12,7 @@ import numpy as np
 
 from utils import backend
 from utils.backend import nn, torch, select_device  # noqa: F401  (select_device re-exported for ultralytics users)
-from utils.general import LOGGER, colorstr
+from utils.log import LOGGER, colorstr
 from utils.model_stats import count_flops, fuse_conv_and_bn, model_summary  # noqa: F401  (ultralytics import names)
 
 

@@ -13,7 +13,7 @@ FUNCTION_SET = {
     "require_pytorch": "the real PyTorch module for TorchScript/ONNX, or a one-line error under OneFlow",
     "set_deterministic": "ask the framework for deterministic kernels (where it has the switch)",
     "summary_writer_modules": "modules that may provide a TensorBoard SummaryWriter, in order of preference",
-    "nms_kernel": "the framework's NMS for a device, or None (utils/general.py then uses its own)",
+    "nms_kernel": "the framework's NMS for a device, or None (utils/nms.py then uses its own)",
     # mixed precision
     "has_amp": "whether fp16 autocast with loss scaling runs on a device",
     "no_amp_reason": "why this framework never trains in mixed precision ('' when it can)",

@@ -10,7 +10,7 @@ import numpy as np
 
 from utils.atomic_files import remove_stale_temp_files, write_atomically
 from utils.data.files import NUM_THREADS, WARN, is_writeable
-from utils.general import LOGGER
+from utils.log import LOGGER
 
 
 def _mem_available():

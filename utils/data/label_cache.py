@@ -19,7 +19,7 @@ import numpy as np
 
 from utils.atomic_files import remove_stale_temp_files, write_atomically
 from utils.data.files import WARN, is_writeable
-from utils.general import LOGGER
+from utils.log import LOGGER
 
 CACHE_VERSION = "yolov5-fast-2"
 _ZIP_MAGIC = b"PK\x03\x04"

@@ -9,7 +9,7 @@ from utils import backend
 from utils.autoanchor import check_anchors
 from utils.autobatch import check_train_batch_size
 from utils.data import EarlyStartLoader
-from utils.dataloaders import create_dataloader
+from utils.data.loader import create_dataloader
 from utils.dataset_config import check_dataset
 from utils.distributed import DistContext, ddp, probe
 from utils.distributed.collectives import main_process_first
@@ -21,7 +21,8 @@ from utils.engine.parts import Precision, TrainingParts, TrainingState
 from utils.engine.resume import read_resume_checkpoint, restore_rng, restore_training_state
 from utils.engine.run_folder import prepare_run_folder
 from utils.engine.schedule import NBS, Schedule, set_param_groups
-from utils.general import LOGGER, check_img_size, colorstr
+from utils.img_size import check_img_size
+from utils.log import LOGGER, colorstr
 from utils.loss import ComputeLoss
 from utils.plot_jobs import PlotJobs
 from utils.plots import plot_labels

@@ -8,7 +8,7 @@ from models.yolo import Model
 from utils import backend
 from utils.checkpoint import load_any
 from utils.engine.errors import TrainingError
-from utils.general import LOGGER
+from utils.log import LOGGER
 from utils.torch_utils import intersect_dicts
 
 

@@ -15,7 +15,7 @@ from utils.checkpoint import load_checkpoint, optimizer_state_for_backend
 from utils.checkpoint.training import best_fitness_value, set_rng_states
 from utils.engine.errors import TrainingError
 from utils.engine.parts import TrainingState
-from utils.general import LOGGER
+from utils.log import LOGGER
 
 
 def read_resume_checkpoint(weights):

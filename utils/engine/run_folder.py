@@ -10,7 +10,7 @@ from utils.atomic_files import remove_stale_temp_files, write_atomically
 from utils.checkpoint.run_options import official_opt
 from utils.engine.errors import TrainingError
 from utils.engine.parts import RunFolder
-from utils.general import LOGGER, colorstr
+from utils.log import LOGGER, colorstr
 from utils.loggers import Loggers
 
 

@@ -25,7 +25,7 @@ from utils.engine.class_weights import resample_by_image_weights
 from utils.engine.errors import NonFiniteLossError, TrainingError
 from utils.engine.schedule import set_param_groups
 from utils.evaluation import validate_model
-from utils.general import LOGGER, colorstr
+from utils.log import LOGGER, colorstr
 from utils.loss_readback import LossReadback
 from utils.metrics import fitness
 from utils.plots import images_as_drawn, plot_images

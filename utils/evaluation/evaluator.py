@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from utils.evaluation.matching import labels_in_pixels, match_image
-from utils.general import LOGGER
 from utils.inference.label_txt import write_label_txt
+from utils.log import LOGGER
 from utils.metrics import ConfusionMatrix, ap_per_class
 from utils.plot_jobs import inline
 from utils.plots import images_as_drawn, output_to_target, plot_images

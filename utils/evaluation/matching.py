@@ -1,7 +1,7 @@
 """One image's predictions against its labels, in original image pixels."""
 import numpy as np
 
-from utils.general import scale_boxes, xywh2xyxy
+from utils.boxes import scale_boxes, xywh2xyxy
 from utils.inference.steps import to_original
 from utils.metrics import match_predictions
 

@@ -16,9 +16,10 @@ from utils.backend import inference_mode, is_cuda, to_numpy, torch
 from utils.dataset_config import check_dataset
 from utils.evaluation.coco_json import CocoPredictions
 from utils.evaluation.evaluator import IOU_THRESHOLDS, TABLE_HEADER, DetectionEvaluator
-from utils.general import LOGGER, non_max_suppression
 from utils.inference.profile import Profile, ms_per_image
 from utils.inference.steps import preprocess
+from utils.log import LOGGER
+from utils.nms import non_max_suppression
 from utils.plot_jobs import PlotJobs
 
 TQDM_BAR_FORMAT = "{l_bar}{bar:10}{r_bar}"

@@ -7,7 +7,7 @@ from models.experimental import attempt_load
 from models.yolo import Detect
 from utils.backend import inference_mode, select_device, torch
 from utils.errors import UserError
-from utils.general import check_img_size
+from utils.img_size import check_img_size
 
 
 class ExportError(UserError):

@@ -4,7 +4,7 @@ import inspect
 import warnings
 
 from utils.backend import require_pytorch
-from utils.general import LOGGER
+from utils.log import LOGGER
 
 
 def export_onnx(prepared, file, opset=17, dynamic=False, simplify=False, prefix="ONNX:"):

@@ -19,9 +19,9 @@ import numpy as np
 from utils.augmentations import letterbox
 from utils.backend import inference_mode
 from utils.data.media import LoadImages
-from utils.general import non_max_suppression
 from utils.inference.loading import load_model
 from utils.inference.steps import preprocess, to_original
+from utils.nms import non_max_suppression
 
 
 class Detector:

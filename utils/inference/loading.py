@@ -2,7 +2,7 @@
 class names) and the image size rounded to its stride."""
 from models.multibackend import DetectMultiBackend
 from utils.backend import select_device, torch
-from utils.general import check_img_size
+from utils.img_size import check_img_size
 
 
 def load_model(weights, device="", half=False, dnn=False, data=None, imgsz=640, batch_size=0):

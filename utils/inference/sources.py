@@ -2,7 +2,7 @@
 (LoadStreams), and the frames they yield with unreadable images reported and skipped."""
 from utils.data.files import IMG_FORMATS, VID_FORMATS
 from utils.data.media import LoadImages
-from utils.general import LOGGER
+from utils.log import LOGGER
 from utils.streams import LoadStreams, is_stream_source
 
 
