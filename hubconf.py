@@ -19,7 +19,6 @@ an untrained model from models/<name>.yaml instead.
 """
 import argparse
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -34,8 +33,10 @@ if str(ROOT) not in sys.path[1:]:
     sys.path.append(str(ROOT))
 # torch.hub callers hand the model PyTorch tensors: when PyTorch is already loaded and no backend was chosen,
 # the project must not pick OneFlow for them (it would where both are installed).
+from utils import settings  # noqa: E402
+
 if "torch" in sys.modules and "utils.backend" not in sys.modules:
-    os.environ.setdefault("YOLO_BACKEND", "torch")
+    settings.BACKEND.set_default("torch")
 
 from utils.checkpoint import CheckpointError, ModelRecord, load_any  # noqa: E402
 from utils.errors import UserError  # noqa: E402

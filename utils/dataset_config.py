@@ -20,6 +20,7 @@ import yaml
 from utils.errors import UserError
 from utils.log import LOGGER, colorstr
 from utils.paths import ROOT, RepoFileNotFound, find_repo_file
+from utils.settings import ALLOW_DOWNLOAD_SCRIPTS
 
 
 class DatasetError(UserError, FileNotFoundError):
@@ -27,7 +28,7 @@ class DatasetError(UserError, FileNotFoundError):
 
 
 KNOWN_KEYS = {"path", "train", "val", "test", "names", "nc", "download"}
-ALLOW_SCRIPTS_ENV = "YOLO_ALLOW_DOWNLOAD_SCRIPTS"
+ALLOW_SCRIPTS_ENV = ALLOW_DOWNLOAD_SCRIPTS.name
 
 
 class DownloadScriptRefused(DatasetError):
@@ -160,7 +161,7 @@ def download_kind(s):
 
 
 def scripts_allowed(allow_scripts=False):
-    return bool(allow_scripts) or os.environ.get(ALLOW_SCRIPTS_ENV, "") == "1"
+    return bool(allow_scripts) or ALLOW_DOWNLOAD_SCRIPTS.get()
 
 
 def _consent_to_script(s, kind, where, path, allow_scripts):

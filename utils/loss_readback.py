@@ -11,27 +11,17 @@ official trainer.
 Default interval: 1 on the CPU (nothing runs ahead of the host there, so a read costs nothing and the bar is exact
 every step), 10 on a GPU; ``YOLO_LOSS_READBACK=N`` sets it.
 """
-import os
-
 import numpy as np
 
 from utils.backend import is_cuda, to_numpy, torch
-from utils.errors import UserError
+from utils.settings import LOSS_READBACK
 
 __all__ = ["LossReadback", "default_interval"]
 
 
 def default_interval(device):
-    value = os.environ.get("YOLO_LOSS_READBACK", "").strip()
-    if value:
-        try:
-            n = int(value)
-        except ValueError:
-            n = 0
-        if n < 1:
-            raise UserError(f"YOLO_LOSS_READBACK={value!r}: give a whole number of steps >= 1 (1 reads every step).")
-        return n
-    return 10 if is_cuda(device) else 1
+    n = LOSS_READBACK.get()  # a bad value raises a UserError naming the variable
+    return n if n is not None else 10 if is_cuda(device) else 1
 
 
 class LossReadback:

@@ -21,6 +21,7 @@ import pickle
 
 from utils.log import LOGGER
 from utils.plots import pyplot
+from utils.settings import PLOT_PROCESSES
 
 HELPERS = 2  # the end of a validation hands over five figures at once: two draw side by side
 
@@ -112,7 +113,7 @@ class PlotJobs:
 
     def __init__(self, processes=None):
         if processes is None:
-            processes = hasattr(os, "fork") and os.environ.get("YOLO_PLOT_PROCESSES", "1").strip() != "0"
+            processes = hasattr(os, "fork") and PLOT_PROCESSES.get()
         self.processes = processes
         self._helpers = []
 

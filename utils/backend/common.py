@@ -2,9 +2,10 @@
 (or on numpy arrays and strings), so the same code serves OneFlow and PyTorch objects."""
 import importlib.util
 import inspect
-import os
 
 import numpy as np
+
+from utils.settings import FUSED_CIOU
 
 
 def is_cuda(x):
@@ -32,8 +33,8 @@ def installed(name):
 
 
 def fused_ciou_request():
-    """YOLO_FUSED_CIOU=plain|compile|triton: the user's override of the fused CIoU choice ('' when unset)."""
-    return os.environ.get("YOLO_FUSED_CIOU", "").strip().lower()
+    """The user's override of the fused CIoU choice, YOLO_FUSED_CIOU=plain|compile|triton ('' when unset)."""
+    return FUSED_CIOU.get()
 
 
 def check_ema_pairs(ema_tensors, model_tensors):

@@ -9,6 +9,7 @@ from utils.backend.common import (accepts, check_ema_pairs, contiguous_array, em
                                   installed, is_cuda, read_proc_cpu_flags, _NoScaler)
 from utils.backend_choice import BackendError, gpu_seen_here
 from utils.optimizer_layout import to_torch_layout
+from utils.settings import CHANNELS_LAST
 
 if "OMP_WAIT_POLICY" not in os.environ and not gpu_seen_here()[0]:
     # OpenMP threads that spin at barriers waste the cores that loader workers (and anyone else on the machine) need,
@@ -132,10 +133,8 @@ def channels_last_pays(device, dtype):
     yolov5n 1.49x, yolov5s 1.80x; bf16 too). Only the input changes: the layout spreads through the convolutions,
     the weights stay NCHW, so checkpoints are unchanged. Not on CUDA (not measured there).
     YOLO_CHANNELS_LAST=0 turns it off, YOLO_CHANNELS_LAST=1 on for every device."""
-    forced = os.environ.get("YOLO_CHANNELS_LAST", "").strip()
-    if forced in ("0", "1"):
-        return forced == "1"
-    return not is_cuda(device)
+    forced = CHANNELS_LAST.get()
+    return (not is_cuda(device)) if forced is None else forced
 
 
 def autocast(dev, enabled=True, dtype=None):
@@ -158,7 +157,7 @@ def grad_scaler(dev, enabled=True):
 # Fused CIoU: a hand-written Triton kernel pair on CUDA (utils/backend/torch_ciou_triton.py), or the same maths
 # through torch.compile (utils/backend/torch_ciou.py, which imports triton only when asked for: it is optional).
 def fused_ciou(device):
-    """YOLO_FUSED_CIOU=compile prefers torch.compile over the Triton kernel; =plain turns the fused path off."""
+    """With YOLO_FUSED_CIOU=compile torch.compile is preferred to the Triton kernel; =plain turns the fused path off."""
     choice = fused_ciou_request()
     if choice == "plain" or not is_cuda(device) or not installed("triton"):  # inductor needs Triton for CUDA code
         return "plain", None

@@ -3,7 +3,6 @@ one, and a record's weights copied into a model. Building the model a record des
 package knows no model classes): readers and the writer take a ``build_model(record, source)`` callable, such as
 models/from_record.py's."""
 import collections
-import copy
 
 import numpy as np
 
