@@ -10,7 +10,8 @@ import yaml
 from tests.train_helpers import make_tiny_dataset
 from utils import backend
 from utils.distributed import DistContext
-from utils.engine.parts import TrainingState
+from utils.engine.parts import FastPaths, RunOptions, TrainingState
+from utils.loss import LossHyp
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +61,10 @@ def test_build_a_new_run(data, tmp_path, monkeypatch):
     assert m.hyp["box"] == pytest.approx(hyp["box"]) and m.hyp["cls"] == pytest.approx(hyp["cls"] * 2 / 80)
     assert m.hyp["obj"] == pytest.approx(hyp["obj"] * (64 / 640) ** 2) and m.nc == 2
     assert parts.hyp is m.hyp and parts.opt_hyp == hyp
+    # the loss and the hooks get typed values, not the model's attributes or the whole opt
+    assert parts.compute_loss.hyp == LossHyp.from_dict(parts.hyp) and parts.recorded_opt["hyp"] == hyp
+    assert parts.fast == FastPaths(multi_tensor=bool(opt.multi_tensor_optimizer), fused_iou=bool(opt.bbox_iou_optim))
+    assert parts.options == RunOptions.from_opt(opt) and parts.options.patience == opt.patience
     assert parts.state == TrainingState() and parts.val_loader is not None and parts.loggers is not None
     assert yaml.safe_load((tmp_path / "exp" / "hyp.yaml").read_text()) == hyp  # as loaded, not scaled
     assert yaml.safe_load((tmp_path / "exp" / "opt.yaml").read_text())["hyp"] == hyp
@@ -69,6 +74,7 @@ def test_build_a_new_run(data, tmp_path, monkeypatch):
 @pytest.mark.slow  # trains one epoch on real images, then builds the resumed run
 def test_build_a_resumed_run(data, tmp_path):
     import train
+    from models.from_record import build_model
     from utils.checkpoint import load_checkpoint
     from utils.engine.build import build_training
     from utils.engine.train_loop import CheckpointHook, HookBase, TrainLoop
@@ -81,7 +87,7 @@ def test_build_a_resumed_run(data, tmp_path):
     parts = build_training(opt, opt.hyp, backend.device("cpu"), DistContext())
     TrainLoop(parts, [CheckpointHook(), StopAfterFirstEpoch()]).train()  # last.pt of epoch 0 of 2, unstripped
     last = tmp_path / "exp" / "weights" / "last.pt"
-    ck = load_checkpoint(last, map_location="cpu")
+    ck = load_checkpoint(last, map_location="cpu", build_models=build_model)
 
     random.random(), np.random.rand(), backend.manual_seed(123)  # streams elsewhere now: the build must restore them
     ropt = train.resume_opt(train.parse_opt(True, args=["--resume", str(last)]))

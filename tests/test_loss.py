@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from utils.backend import nn, torch
-from utils.loss import ComputeLoss, FocalLoss, smooth_BCE
+from utils.loss import ComputeLoss, FocalLoss, LossHyp, smooth_BCE
 
 ANCHORS = [[10, 13, 16, 30, 33, 23], [30, 61, 62, 45, 59, 119], [116, 90, 156, 198, 373, 326]]  # yolov5n, pixels
 STRIDES = [8.0, 16.0, 32.0]
@@ -51,6 +51,16 @@ def test_parity_with_official_loss(ref):
     np.testing.assert_allclose(items.numpy(), ref["loss_items_box_obj_cls"], rtol=1e-5)
     # the loss is the sum of the items times the batch size (4)
     np.testing.assert_allclose(float(loss), float(items.sum()) * 4, rtol=1e-6)
+
+
+def test_hyp_given_to_the_loss_is_what_it_uses(ref):
+    """The trainer hands the loss a LossHyp: the model's own .hyp (here a different one) is not read."""
+    model = StandInModel(hyp=dict(HYP, box=99.0, cls_pw=7.0))
+    targets = torch.tensor(ref["targets_img_cls_xywhn"])
+    loss, items = ComputeLoss(model, hyp=LossHyp.from_dict(HYP))(_outputs(ref), targets)
+    np.testing.assert_allclose(float(loss), float(ref["loss"][0]), rtol=1e-5)
+    del model.hyp
+    assert ComputeLoss(model, hyp=HYP).hyp == LossHyp.from_dict(HYP)  # a dict works too, without any model .hyp
 
 
 def test_parity_with_detection_model_and_fused_flag(ref):

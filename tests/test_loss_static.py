@@ -26,7 +26,7 @@ def _oracle(cl, p, targets):
         offsets = 0
         if nt:
             r = t[..., 4:6] / anchors[:, None]
-            t = t[torch.max(r, 1 / r).max(2)[0] < cl.hyp["anchor_t"]]
+            t = t[torch.max(r, 1 / r).max(2)[0] < cl.hyp.anchor_t]
             gxy, gxi = t[:, 2:4], gain[2:4] - t[:, 2:4]
             j, k = ((gxy % 1 < 0.5) & (gxy > 1)).T
             l, m = ((gxi % 1 < 0.5) & (gxi > 1)).T
@@ -50,7 +50,7 @@ def _oracle(cl, p, targets):
                 tc[torch.arange(b.shape[0]), c] = cl.cp
                 lcls = lcls + cl.BCEcls(ps[:, 5:], tc)
         lobj = lobj + cl.BCEobj(pi[..., 4], tobj) * cl.balance[i]
-    lbox, lobj, lcls = lbox * cl.hyp["box"], lobj * cl.hyp["obj"], lcls * cl.hyp["cls"]
+    lbox, lobj, lcls = lbox * cl.hyp.box, lobj * cl.hyp.obj, lcls * cl.hyp.cls
     return (lbox + lobj + lcls) * p[0].shape[0], torch.cat((lbox, lobj, lcls)).detach()
 
 

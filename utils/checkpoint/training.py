@@ -20,7 +20,7 @@ from utils.backend_choice import BACKEND_NAMES
 from utils.checkpoint.encoder import Half
 from utils.checkpoint.files import load_checkpoint, save_checkpoint
 from utils.checkpoint.optimizer_state import complete_torch_groups, optimizer_state_for_backend
-from utils.checkpoint.run_options import git_info, official_opt
+from utils.checkpoint.run_options import git_info
 
 OFFICIAL_KEYS = ("epoch", "best_fitness", "model", "ema", "updates", "optimizer", "opt", "git", "date")
 LOGGER = logging.getLogger("yolov5")
@@ -81,12 +81,13 @@ def best_fitness_value(v):
     return float(np.asarray(v, dtype=np.float64).reshape(-1)[0]) if v is not None else 0.0
 
 
-def training_checkpoint(epoch, model, ema, optimizer, opt, opt_hyp, best_fitness, extra):
+def training_checkpoint(epoch, model, ema, optimizer, recorded_opt, best_fitness, extra):
     """The dict saved as last.pt/best.pt/epochN.pt: official keys first, then ``extra`` (this project's resume
-    state) and the fp32 copies of model and EMA. ``model`` must be the bare model (no DDP wrapper)."""
+    state) and the fp32 copies of model and EMA. ``model`` must be the bare model (no DDP wrapper);
+    ``recorded_opt`` the options as official checkpoints hold them (run_options.official_opt)."""
     optimizer_state = complete_torch_groups(optimizer_state_for_backend(optimizer.state_dict(), "torch"))
     ckpt = {"epoch": epoch, "best_fitness": float(best_fitness), "model": Half(model), "ema": Half(ema.ema),
-            "updates": ema.updates, "optimizer": optimizer_state, "opt": official_opt(opt, opt_hyp),
+            "updates": ema.updates, "optimizer": optimizer_state, "opt": recorded_opt,
             "git": git_info(str(_ROOT)), "date": datetime.now().isoformat(),
             "model_float32": float_state_dict(model), "ema_float32": float_state_dict(ema.ema)}
     ckpt.update(extra)

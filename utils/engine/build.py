@@ -8,6 +8,7 @@ import numpy as np
 from utils import backend
 from utils.autoanchor import check_anchors
 from utils.autobatch import check_train_batch_size
+from utils.checkpoint.run_options import official_opt
 from utils.data import EarlyStartLoader
 from utils.data.loader import create_dataloader
 from utils.dataset_config import check_dataset
@@ -17,13 +18,13 @@ from utils.engine.class_weights import labels_to_class_weights
 from utils.engine.errors import TrainingError
 from utils.engine.hyp import load_hyp, scale_hyp
 from utils.engine.initial_model import initial_model
-from utils.engine.parts import Precision, TrainingParts, TrainingState
+from utils.engine.parts import FastPaths, Precision, RunOptions, TrainingParts, TrainingState
 from utils.engine.resume import read_resume_checkpoint, restore_rng, restore_training_state
 from utils.engine.run_folder import prepare_run_folder
 from utils.engine.schedule import NBS, Schedule, set_param_groups
 from utils.img_size import check_img_size
 from utils.log import LOGGER, colorstr
-from utils.loss import ComputeLoss
+from utils.loss import ComputeLoss, LossHyp
 from utils.plot_jobs import PlotJobs
 from utils.plots import plot_labels
 from utils.precision import training_precision
@@ -35,6 +36,7 @@ def build_training(opt, hyp, device, dist=None):
     resume when opt.resume); hyp: a dict or a --hyp path; dist: this process's DistContext (single process when
     None)."""
     dist = dist or DistContext()
+    fast = FastPaths.from_opt(opt)  # one reading of the speed flags for the optimizer, the EMA, the clip, the loss
     hyp = load_hyp(hyp)
     opt_hyp = dict(hyp)  # as loaded: what opt.yaml and checkpoints record (official resume reads it)
     set_seed(opt.seed + 1 + dist.rank, deterministic=True)
@@ -55,7 +57,7 @@ def build_training(opt, hyp, device, dist=None):
     accumulate = max(round(NBS / batch_size), 1)
     hyp["weight_decay"] *= batch_size * accumulate / NBS  # decay per nominal batch, not per optimizer step
     optimizer = smart_optimizer(model, opt.optimizer, hyp["lr0"], hyp["momentum"], hyp["weight_decay"],
-                                fused=opt.multi_tensor_optimizer)
+                                fused=fast.multi_tensor)
     for g in optimizer.param_groups:  # what a LambdaLR records; the schedule scales it
         g["initial_lr"] = g["lr"]
     amp_dtype, channels_last, scaler = training_precision(device, getattr(opt, "amp", None))
@@ -81,7 +83,7 @@ def build_training(opt, hyp, device, dist=None):
     # ORDER: the EMA starts from the model as AutoAnchor left it (so it never averages stale anchors in), and is made
     # before DDP wrapping: OneFlow's DDP puts collective hooks on the module itself, so a copy made after it would
     # broadcast buffers in every forward of rank 0's validation, which the other ranks never join (a hang).
-    ema = ModelEMA(model, fused=opt.multi_tensor_optimizer) if dist.is_main else None
+    ema = ModelEMA(model, fused=fast.multi_tensor) if dist.is_main else None
     state = TrainingState()
     if ckpt is not None:
         state = restore_training_state(ckpt, optimizer, scaler, ema, device, opt.epochs, name=opt.weights)
@@ -92,9 +94,10 @@ def build_training(opt, hyp, device, dist=None):
 
     nl = de_parallel(model).model[-1].nl
     hyp = scale_hyp(hyp, nl, nc, imgsz, opt.label_smoothing)
-    model.nc, model.hyp, model.names = nc, hyp, names  # attached for the loss, the EMA and the checkpoints
+    # attached for the EMA and the checkpoints, whose models carry them as official ones do; the loss gets its own
+    model.nc, model.hyp, model.names = nc, hyp, names
     model.class_weights = backend.from_numpy(labels_to_class_weights(dataset.labels, nc)).float().to(device) * nc
-    compute_loss = ComputeLoss(model, fused_iou=opt.bbox_iou_optim)
+    compute_loss = ComputeLoss(model, hyp=LossHyp.from_dict(hyp), fused_iou=fast.fused_iou)
     # SyncBatchNorm (CUDA only; --sync-bn on CPU was refused before any work) and DDP when distributed, then the
     # outside observer YOLO_DDP_PROBE names, if any (the DDP tests' recorder)
     model = ddp.wrap_model(model, dist, device, sync_bn=opt.sync_bn)
@@ -106,8 +109,8 @@ def build_training(opt, hyp, device, dist=None):
         model=model, optimizer=optimizer, compute_loss=compute_loss, train_loader=train_loader, schedule=schedule,
         device=device, epochs=opt.epochs, ema=ema, scaler=scaler,
         precision=Precision(dtype=amp_dtype, channels_last=channels_last), dist=dist, imgsz=imgsz, gs=gs,
-        multi_scale=opt.multi_scale, quad=opt.quad, fused_clip=bool(getattr(opt, "multi_tensor_optimizer", False)),
-        state=state, opt=opt, hyp=hyp, opt_hyp=opt_hyp, data=data, nc=nc, names=names,
+        multi_scale=opt.multi_scale, quad=opt.quad, fast=fast, state=state, options=RunOptions.from_opt(opt),
+        recorded_opt=official_opt(opt, opt_hyp), hyp=hyp, opt_hyp=opt_hyp, data=data, nc=nc, names=names,
         is_coco=str(data.get("val", "")).endswith("coco/val2017.txt"), dataset=dataset, val_loader=val_loader,
         run=run, loggers=loggers, plots=plots)
 

@@ -184,7 +184,7 @@ class TrainLoop:
     def optimizer_step(self):
         p = self.parts
         p.scaler.unscale_(p.optimizer)
-        backend.clip_grad_norm_(p.model.parameters(), CLIP_NORM, fused=p.fused_clip)
+        backend.clip_grad_norm_(p.model.parameters(), CLIP_NORM, fused=p.fast.multi_tensor)
         p.scaler.step(p.optimizer)
         p.scaler.update()
         p.optimizer.zero_grad()
@@ -233,7 +233,7 @@ class ProgressHook(HookBase):
         p = self.loop.parts
         self.t0 = time.time()
         LOGGER.info(f"Image sizes {p.imgsz} train, {p.imgsz} val\n"
-                    f"Using {getattr(p.train_loader, 'num_workers', p.opt.workers)} dataloader workers\n"
+                    f"Using {getattr(p.train_loader, 'num_workers', p.options.workers)} dataloader workers\n"
                     f"Logging results to {colorstr('bold', p.run.save_dir)}\nStarting training for "
                     f"{self.loop.epochs} epochs...")
 
@@ -271,7 +271,7 @@ class TrainBatchPlotHook(HookBase):
 def validate(parts, model, plots=False, **kw):
     """(P, R, mAP50, mAP50-95, val box, obj, cls) as floats and the per-class mAPs of model on the validation set."""
     half = parts.precision.autocast and backend.is_cuda(parts.device)  # CPU bf16 autocast keeps fp32 weights
-    results, maps, _ = validate_model(model, parts.val_loader, parts.data, single_cls=parts.opt.single_cls, half=half,
+    results, maps, _ = validate_model(model, parts.val_loader, parts.data, single_cls=parts.options.single_cls, half=half,
                                       compute_loss=parts.compute_loss, save_dir=parts.run.save_dir, plots=plots,
                                       plot_jobs=parts.plots, **kw)  # leaves the model in fp32, where the EMA averages
     return tuple(float(x) for x in results), np.asarray(maps, dtype=np.float64)
@@ -284,13 +284,13 @@ class ValidationHook(HookBase):
     def before_epoch(self):
         loop, p = self.loop, self.loop.parts
         final = loop.epoch + 1 == loop.epochs or loop.stop_possible  # what after_epoch will call final_epoch
-        if (not p.opt.noval or final) and hasattr(p.val_loader, "start"):
+        if (not p.options.noval or final) and hasattr(p.val_loader, "start"):
             p.val_loader.start()
 
     def after_epoch(self):
         loop, p = self.loop, self.loop.parts
         p.ema.update_attr(de_parallel(p.model), include=["yaml", "nc", "hyp", "names", "stride", "class_weights"])
-        if not p.opt.noval or loop.final_epoch:
+        if not p.options.noval or loop.final_epoch:
             loop.results, loop.maps = validate(p, p.ema.ema)
         loop.fitness = float(fitness(np.asarray(loop.results, dtype=np.float64)))
         if loop.fitness > loop.best_fitness:
@@ -345,7 +345,7 @@ def checkpoint_contents(loop):
     p = loop.parts
     extra = {"best_epoch": loop.best_epoch, "scaler": p.scaler.state_dict(), "last_opt_step": loop.last_opt_step,
              "maps": loop.maps, "rng": get_rng_states(), "hyp": p.hyp, "names": p.names, "nc": p.nc}
-    return training_checkpoint(loop.epoch, de_parallel(p.model), p.ema, p.optimizer, p.opt, p.opt_hyp,
+    return training_checkpoint(loop.epoch, de_parallel(p.model), p.ema, p.optimizer, p.recorded_opt,
                                loop.best_fitness, extra)
 
 
@@ -355,7 +355,7 @@ class CheckpointHook(HookBase):
 
     def after_epoch(self):
         loop, p = self.loop, self.loop.parts
-        opt, run = p.opt, p.run
+        opt, run = p.options, p.run
         if opt.nosave and not (loop.final_epoch and not opt.evolve):
             return
         ckpt = checkpoint_contents(loop)
@@ -375,7 +375,7 @@ class FinishHook(HookBase):
 
     def after_train(self):
         loop, p = self.loop, self.loop.parts
-        opt, run = p.opt, p.run
+        opt, run = p.options, p.run
         if p.loggers is not None:  # results.csv is complete: results.png is drawn while best.pt is validated
             p.loggers.on_train_end(plots=not opt.noplots, draw=p.plots.submit)
         if run.best.exists() and not opt.evolve and hasattr(p.val_loader, "start"):
@@ -404,7 +404,7 @@ def default_hooks(parts):
     """The hooks of a train.py run. Every process stops at the safe points; the main process alone validates, logs
     and saves. Order matters: validation before early stop, the results.csv row before the checkpoint (a resume
     trims rows its checkpoint lacks, never the reverse), checkpoints before the final evaluation strips them."""
-    opt = parts.opt
+    opt = parts.options
     hooks = [SafePointHook(), ImageWeightsHook() if opt.image_weights else None]
     if not parts.dist.is_main:
         return [h for h in hooks if h is not None]
