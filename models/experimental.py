@@ -30,8 +30,9 @@ def _pick_record(ckpt, source):
     raise CheckpointError(f"{source}: no model in checkpoint (keys: {sorted(ckpt)})")
 
 
-def load_single(weights, device=None, inplace=True, fuse=True):
-    """One checkpoint file -> float32 DetectionModel in eval mode (fused when asked)."""
+def load_single(weights, device=None, inplace=True, fuse=True, build_model=build_model):
+    """One checkpoint file -> float32 model in eval mode (fused when asked). build_model: the task's model builder
+    (Task.build_model; detection's by default)."""
     w = Path(weights)
     ckpt = load_any(w)  # plain data for both formats: ModelRecord with a numpy state dict
     model = build_model(_pick_record(ckpt, w), source=str(w))
@@ -46,11 +47,11 @@ def load_single(weights, device=None, inplace=True, fuse=True):
     return model.eval()
 
 
-def attempt_load(weights, device=None, inplace=True, fuse=True):
+def attempt_load(weights, device=None, inplace=True, fuse=True, build_model=build_model):
     """Load a path or a list of paths. One path gives the model; several give an :class:`Ensemble` carrying the
     largest stride, the first model's names and nc, as ultralytics does."""
     paths = weights if isinstance(weights, (list, tuple)) else [weights]
-    models = [load_single(w, device=device, inplace=inplace, fuse=fuse) for w in paths]
+    models = [load_single(w, device=device, inplace=inplace, fuse=fuse, build_model=build_model) for w in paths]
     if len(models) == 1:
         return models[0]
     ensemble = Ensemble(models)

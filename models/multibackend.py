@@ -25,6 +25,7 @@ import numpy as np
 import yaml
 
 from models.experimental import attempt_load
+from models.from_record import build_model
 from utils.backend import cuda_available, from_numpy, is_cuda, nn, require_pytorch, select_device, to_numpy, torch
 from utils.errors import UserError
 from utils.export.formats import FLAGS, FORMATS, RUN_HERE, model_type
@@ -48,7 +49,9 @@ def _literal_names(text):
 
 
 class DetectMultiBackend(nn.Module):
-    def __init__(self, weights="yolov5s.pt", device=None, dnn=False, data=None, fp16=False, fuse=True):
+    def __init__(self, weights="yolov5s.pt", device=None, dnn=False, data=None, fp16=False, fuse=True,
+                 build_model=build_model):
+        """build_model: how a .pt checkpoint's stored model is rebuilt (the task's Task.build_model)."""
         super().__init__()
         w = str(weights[0] if isinstance(weights, (list, tuple)) else weights)
         flags = model_type(w)
@@ -75,7 +78,7 @@ class DetectMultiBackend(nn.Module):
 
         if self.pt:
             model = attempt_load(weights if isinstance(weights, (list, tuple)) else w, device=device, inplace=True,
-                                 fuse=fuse)
+                                 fuse=fuse, build_model=build_model)
             stride = max(int(model.stride.max()), 32)
             names = model.module.names if hasattr(model, "module") else model.names
             model.half() if self.fp16 else model.float()

@@ -37,12 +37,13 @@ def _array(x):
 
 def test_build_a_new_run(data, tmp_path, monkeypatch):
     import utils.engine.build as build
+    import utils.tasks.detect
     from utils.engine.hyp import load_hyp
 
     def autoanchor_replacing_anchors(dataset, model, thr, imgsz):  # stands in for AutoAnchor finding better anchors
         with backend.no_grad():
             model.model[-1].anchors.mul_(1.5)
-    monkeypatch.setattr(build, "check_anchors", autoanchor_replacing_anchors)
+    monkeypatch.setattr(utils.tasks.detect, "check_anchors", autoanchor_replacing_anchors)  # the task's head check
     opt = _opt(data, tmp_path / "exp", "--batch-size", "24")
     parts = build.build_training(opt, opt.hyp, backend.device("cpu"), DistContext())
     hyp = load_hyp(opt.hyp)

@@ -153,7 +153,7 @@ def test_warmup_interpolates_lr_momentum_accumulate(yolov5n):
 
 
 def test_labels_to_class_weights():
-    from utils.engine.class_weights import labels_to_class_weights, labels_to_image_weights
+    from utils.data.class_weights import labels_to_class_weights, labels_to_image_weights
     labels = [np.array([[0, .5, .5, .1, .1], [0, .2, .2, .1, .1]]), np.array([[1, .5, .5, .1, .1]])]
     w = labels_to_class_weights(labels, nc=3)
     np.testing.assert_allclose(w, np.array([0.5, 1, 1]) / 2.5)

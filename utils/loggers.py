@@ -52,10 +52,11 @@ def read_results_csv(file):
 class Loggers:
     """One object the trainer calls at fixed points; each sink is optional and failures in a sink only warn."""
 
-    def __init__(self, save_dir, opt=None, hyp=None, include=("csv", "tb")):
+    def __init__(self, save_dir, opt=None, hyp=None, include=("csv", "tb"), keys=KEYS):
+        """keys: results.csv's columns after 'epoch' (a task's Task.results_keys(); detection's are KEYS)."""
         self.save_dir = Path(save_dir)
         self.csv = self.save_dir / "results.csv"
-        self.keys = KEYS
+        self.keys = list(keys)
         self.tb = None
         self.ndjson_console = bool(getattr(opt, "ndjson_console", False))
         self.ndjson = self.save_dir / "results.ndjson" if getattr(opt, "ndjson_file", False) else None
@@ -73,7 +74,7 @@ class Loggers:
                     LOGGER.warning(f"TensorBoard disabled: {e}")
 
     def on_fit_epoch_end(self, vals, epoch):
-        """Append one results.csv row (epoch, then the 13 values in KEYS order) and the TensorBoard scalars."""
+        """Append one results.csv row (epoch, then one value per key) and the TensorBoard scalars."""
         n = len(self.keys) + 1
         header = "" if self.csv.exists() else (("%20s," * n % tuple(["epoch"] + self.keys)).rstrip(",") + "\n")
         row = ("%20.5g," * n % tuple([epoch] + [float(v) for v in vals])).rstrip(",") + "\n"

@@ -8,6 +8,8 @@ import numpy as np
 from utils import backend
 from utils.distributed import DistContext
 from utils.plot_jobs import PlotJobs
+from utils.tasks import Task
+from utils.tasks.detect import DETECT
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ class TrainingParts:
     fast: FastPaths = field(default_factory=FastPaths)  # the step reads .multi_tensor (the gradient-clip norm)
     state: TrainingState = field(default_factory=TrainingState)
     # what the hooks need
+    task: Task = field(default_factory=lambda: DETECT)  # the task plug-in (utils/tasks/): loss names, plots, metrics
     options: RunOptions = field(default_factory=RunOptions)
     recorded_opt: dict = field(default_factory=dict)  # the options as every checkpoint records them ('opt')
     hyp: dict = field(default_factory=dict)  # scaled as the loss uses them, weight decay scaled to the batch

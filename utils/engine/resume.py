@@ -8,7 +8,6 @@ The lr schedule is a pure function of the epoch and iteration, so nothing else i
 """
 import numpy as np
 
-from models.from_record import build_model
 from utils import backend
 from utils.backend_choice import BACKEND_NAMES
 from utils.checkpoint import load_checkpoint, optimizer_state_for_backend
@@ -18,7 +17,8 @@ from utils.engine.parts import TrainingState
 from utils.log import LOGGER
 
 
-def read_resume_checkpoint(weights):
+def read_resume_checkpoint(weights, build_model):
+    """last.pt with its models rebuilt by the task's model builder (Task.build_model)."""
     return load_checkpoint(weights, map_location="cpu", build_models=build_model)
 
 
