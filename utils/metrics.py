@@ -9,13 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
+from utils.iou import bbox_iou  # noqa: F401  (ultralytics users import it from here)
 from utils.plot_jobs import inline
 from utils.plots import pyplot
-
-try:
-    from utils.iou import bbox_iou  # noqa: F401  (re-export; owned by the loss helper)
-except ImportError:  # utils/iou.py not built yet: keep metrics importable
-    bbox_iou = None
 
 _trapz = getattr(np, "trapezoid", None) or np.trapz  # numpy 2 renamed trapz
 

@@ -1,6 +1,7 @@
 """Saving and loading checkpoint files: the ultralytics/PyTorch format for writing, every known format for reading."""
 import pathlib
 
+from utils.atomic_files import ZIP_MAGIC
 from utils.checkpoint.encoder import ValueEncoder
 from utils.checkpoint.legacy_yolov5ck import is_legacy_checkpoint, load_legacy_checkpoint
 from utils.checkpoint.materialize import Materializer, use_exact_copies
@@ -9,7 +10,6 @@ from utils.checkpoint.records import DAMAGED_REMEDY, CheckpointError, ModelRecor
 from utils.checkpoint.torch_reader import read_pytorch_file
 from utils.checkpoint.zip_writer import archive_name, atomic_write, torch_zip_records, write_zip
 
-_ZIP_MAGIC = b"PK\x03\x04"
 _ZIP_END_MAGICS = (b"PK\x05\x06",)
 
 
@@ -47,7 +47,7 @@ def is_official_pt(path):
     """A PyTorch file: a zip archive (torch>=1.6) or a legacy pickle (starts with a pickle protocol opcode)."""
     with open(path, "rb") as f:
         head = f.read(4)
-    return head[:4] == _ZIP_MAGIC or head[:1] == b"\x80"
+    return head[:4] == ZIP_MAGIC or head[:1] == b"\x80"
 
 
 def _check_zip_complete(path):
@@ -78,7 +78,7 @@ def load_checkpoint(path, map_location=None, tensors=True, build_models=None):
         raise CheckpointError(f"{path}: not a YOLOv5 checkpoint: neither a checkpoint of this project nor a "
                               "PyTorch/ultralytics .pt file")
     with open(path, "rb") as f:
-        is_zip = f.read(4) == _ZIP_MAGIC
+        is_zip = f.read(4) == ZIP_MAGIC
     if is_zip:
         _check_zip_complete(path)
     obj = use_exact_copies(read_pytorch_file(path))

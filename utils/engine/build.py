@@ -99,7 +99,8 @@ def build_training(opt, hyp, device, dist=None, task_plugin=DETECT):
     # SyncBatchNorm (CUDA only; --sync-bn on CPU was refused before any work) and DDP when distributed, then the
     # outside observer YOLO_DDP_PROBE names, if any (the DDP tests' recorder)
     model = ddp.wrap_model(model, dist, device, sync_bn=opt.sync_bn)
-    probe.attach(model, train_loader, dist)
+    if dist.distributed:  # an observer of DDP ranks, named by YOLO_DDP_PROBE; single-process runs never look for one
+        probe.attach(model, train_loader, dist)
 
     if ckpt is not None:
         restore_rng(ckpt, name=opt.weights)  # ORDER: last, see restore_rng

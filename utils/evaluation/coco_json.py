@@ -66,7 +66,7 @@ class CocoPredictions:
             return None
         try:
             from pycocotools.coco import COCO  # optional, --save-json only (and it loads matplotlib)
-            from pycocotools.cocoeval import COCOeval
+            from pycocotools.cocoeval import COCOeval  # optional, as above
         except ImportError:
             LOGGER.info("pycocotools is not installed ('pip install pycocotools'): COCO evaluation skipped.")
             return None
