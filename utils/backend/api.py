@@ -1,7 +1,7 @@
 """The function set every per-backend module (torch_backend.py, oneflow_backend.py) implements, with what each
 name means. utils/backend/__init__.py re-exports exactly these names from the chosen module;
-tests/test_backend_api.py checks that both modules define all of them. Helpers whose code is the same on both
-frameworks live in shared.py instead."""
+tests/test_backend/test_backend_api.py checks that both modules define all of them. Helpers whose code is the same
+on both frameworks live in shared.py instead."""
 
 FUNCTION_SET = {
     # the framework

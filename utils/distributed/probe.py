@@ -1,7 +1,7 @@
 """An outside observer of a DDP job's ranks, installed from the environment: YOLO_DDP_PROBE=<module> names an
 importable module (e.g. through PYTHONPATH) whose ``attach(model, loader, ctx)`` is called on every rank once the
-model is wrapped for DDP. The DDP tests use it (tests/ddp_probe.py) to record what each rank held and iterated and to
-crash a rank on purpose; unset, nothing is imported or attached."""
+model is wrapped for DDP. The DDP tests use it (tests/helpers/ddp_probe.py) to record what each rank held and
+iterated and to crash a rank on purpose; unset, nothing is imported or attached."""
 import importlib
 
 from utils.errors import UserError
