@@ -1,5 +1,5 @@
-"""The DDP tests' probe (YOLO_DDP_PROBE=ddp_probe, tests/helpers/ on PYTHONPATH; utils/distributed/probe.py attaches it on
-every rank once the model is wrapped). With YOLO_DDP_DEBUG_DIR=<dir> each rank writes what
+"""The DDP tests' probe (YOLO_DDP_PROBE=ddp_probe, tests/helpers/ on PYTHONPATH; utils/distributed/probe.py attaches
+it on every rank once the model is wrapped). With YOLO_DDP_DEBUG_DIR=<dir> each rank writes what
 tests/test_distributed/test_ddp.py checks:
   rank{r}_epoch{e}.npz  its float32 parameters by name when its e-th epoch starts (e=0: right after the DDP
                         broadcast; e > 0: after all of the previous epoch's optimizer steps);
