@@ -2,6 +2,7 @@
 #   make train-demo   set up, make the offline shapes dataset, train yolov5n on it (the first GPU if any, else
 #                     the CPU; DEVICE=cpu or DEVICE=0 to choose)
 #   make test         set up, run the test suite under both backends
+#   make test-fast    the fast tier (-m "not slow": unit and small integration tests) under each backend in turn
 # The backend this machine should train with: OneFlow with a CUDA GPU, PyTorch without (OneFlow 0.9.0's CPU kernels
 # are single-threaded). `make train-demo BACKEND=oneflow` chooses it explicitly.
 BACKEND ?= $(shell python3 utils/backend_choice.py 2>/dev/null || echo torch)
@@ -14,7 +15,7 @@ DEVICE ?=
 PY_oneflow := .venv-oneflow/bin/python
 PY_torch := .venv-torch/bin/python
 
-.PHONY: setup setup-oneflow setup-torch test test-oneflow test-torch train-demo
+.PHONY: setup setup-oneflow setup-torch test test-oneflow test-torch test-fast test-fast-torch test-fast-oneflow train-demo
 
 setup:
 	bash scripts/setup.sh all
@@ -33,6 +34,15 @@ test-torch: setup-torch
 
 test-oneflow: setup-oneflow
 	bash scripts/test.sh oneflow
+
+# The tier to run while working: each backend's fast tier, one after the other, each with its own time
+test-fast: test-fast-torch test-fast-oneflow
+
+test-fast-torch: setup-torch
+	bash scripts/test.sh torch -m "not slow"
+
+test-fast-oneflow: setup-oneflow
+	bash scripts/test.sh oneflow -m "not slow"
 
 # data/shapes.yaml's download: is Python code (it runs data/scripts/make_shapes.py): the demo opts in to running it
 train-demo: setup-$(BACKEND)

@@ -30,10 +30,12 @@ if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on
     signals.install("detect")
 
 from utils.backend import inference_mode  # noqa: E402
+from models.from_record import build_model  # noqa: E402
 from utils.checkpoint.training import strip_optimizer  # noqa: E402
-from utils.errors import exit_on_user_error  # noqa: E402
+from utils.signals import exit_on_user_error  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
-from utils.general import LOGGER, colorstr, increment_path  # noqa: E402
+from utils.log import LOGGER, colorstr  # noqa: E402
+from utils.paths import increment_path  # noqa: E402
 from utils.inference import check_save_format, load_model, ms_per_image  # noqa: E402
 from utils.inference.outputs import DetectionOutputs  # noqa: E402
 from utils.inference.predict import predict_source  # noqa: E402
@@ -87,7 +89,7 @@ def _strip_weights(w, is_checkpoint):
     if not is_checkpoint:
         LOGGER.warning(f"WARNING ⚠️ --update strips .pt checkpoints only; {w} is left as it is")
         return
-    strip_optimizer(w)
+    strip_optimizer(w, build_model=build_model)
 
 
 def parse_opt(argv=None):

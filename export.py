@@ -15,22 +15,36 @@ environment; a checkpoint trained under OneFlow is the same file, so export it t
 Then: python detect.py --weights yolov5n.onnx, python val.py --weights yolov5n.onnx (models/multibackend.py).
 """
 import argparse
+import shutil
 import sys
 import time
 import warnings
 from pathlib import Path
 
+import pandas as pd
+
 ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
-from utils.errors import UserError, exit_on_user_error  # noqa: E402
-from utils.export.formats import FORMATS, WRITTEN_HERE, export_formats, format_name  # noqa: E402, F401
-from utils.general import LOGGER, colorstr  # noqa: E402
+from utils.backend import require_pytorch  # noqa: E402
+from utils.errors import UserError  # noqa: E402
+from utils.signals import exit_on_user_error  # noqa: E402
+from utils.export.formats import FORMATS, WRITTEN_HERE, format_name  # noqa: E402
+from utils.export.prepare import prepare  # noqa: E402
+from utils.export.to_onnx import export_onnx  # noqa: E402
+from utils.export.to_openvino import export_openvino  # noqa: E402
+from utils.export.to_torchscript import export_torchscript  # noqa: E402
+from utils.log import LOGGER, colorstr  # noqa: E402
 
 
 class ExportIncompleteError(UserError):
     pass
+
+
+def export_formats():
+    """The format table as a pandas DataFrame with the official columns (Format, Argument, Suffix, CPU, GPU)."""
+    return pd.DataFrame(FORMATS, columns=["Format", "Argument", "Suffix", "CPU", "GPU"])
 
 
 def _size_mb(path):
@@ -41,7 +55,6 @@ def _size_mb(path):
 
 
 def _remove(path):
-    import shutil
     p = Path(path)
     if p.is_dir():
         shutil.rmtree(p, ignore_errors=True)
@@ -81,7 +94,6 @@ def export_checkpoint(weights, imgsz=(640, 640), batch_size=1, device="cpu", inc
                       half=False, inplace=False, optimize=False, int8=False, dynamic=False, simplify=False, opset=12):
     """Returns (written, failed, unavailable): paths written, formats whose writer failed (each reported in one
     line), and requested formats that this project does not write."""
-    from utils.backend import require_pytorch
     torch = require_pytorch("export.py")
     t = time.time()
     include = [x.lower() for x in (include if isinstance(include, (list, tuple)) else [include])]
@@ -94,7 +106,6 @@ def export_checkpoint(weights, imgsz=(640, 640), batch_size=1, device="cpu", inc
     if not file.is_file():
         raise UserError(f"--weights {file}: file not found; pass the path of a .pt checkpoint")
 
-    from utils.export.prepare import prepare
     prepared = prepare(file, device=device, imgsz=imgsz, batch_size=batch_size, half=half, inplace=inplace,
                        dynamic=dynamic, optimize=optimize)
     LOGGER.info(f"\n{colorstr('PyTorch:')} starting from {file} with output shape {prepared.output_shape} "
@@ -104,19 +115,16 @@ def export_checkpoint(weights, imgsz=(640, 640), batch_size=1, device="cpu", inc
     unavailable = [x for x in include if x not in WRITTEN_HERE]
     warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)  # shape-dependent Python branches are fixed
     if "torchscript" in include:
-        from utils.export.to_torchscript import export_torchscript
         f = _attempt(colorstr("TorchScript:"), file.with_suffix(".torchscript"),
                      lambda: export_torchscript(prepared, file, optimize))
         written.append(f) if f else failed.append("torchscript")
     onnx_file = None
     if "onnx" in include or "openvino" in include:  # OpenVINO is converted from the ONNX file
-        from utils.export.to_onnx import export_onnx
         onnx_file = _attempt(colorstr("ONNX:"), file.with_suffix(".onnx"),
                              lambda: export_onnx(prepared, file, opset, dynamic, simplify))
         if "onnx" in include:
             written.append(onnx_file) if onnx_file else failed.append("onnx")
     if "openvino" in include:
-        from utils.export.to_openvino import export_openvino
         target = file.with_name(f"{file.stem}_openvino_model")
         f = _attempt(colorstr("OpenVINO:"), target, lambda: export_openvino(file, prepared.metadata, half, int8)) \
             if onnx_file else None

@@ -17,9 +17,14 @@ an untrained model from models/<name>.yaml instead.
 
     python hubconf.py --model yolov5n    # runs the model on data/images and saves the results to runs/detect/exp
 """
-import os
+import argparse
+import logging
 import sys
 from pathlib import Path
+
+import cv2
+import numpy as np
+from PIL import Image
 
 ROOT = Path(__file__).resolve().parent
 # torch.hub.load puts the repository on sys.path only while it builds the model, but a model imports a few project
@@ -28,10 +33,15 @@ if str(ROOT) not in sys.path[1:]:
     sys.path.append(str(ROOT))
 # torch.hub callers hand the model PyTorch tensors: when PyTorch is already loaded and no backend was chosen,
 # the project must not pick OneFlow for them (it would where both are installed).
-if "torch" in sys.modules and "utils.backend" not in sys.modules:
-    os.environ.setdefault("YOLO_BACKEND", "torch")
+from utils import settings  # noqa: E402
 
+if "torch" in sys.modules and "utils.backend" not in sys.modules:
+    settings.BACKEND.set_default("torch")
+
+from utils.checkpoint import CheckpointError, ModelRecord, load_any  # noqa: E402
 from utils.errors import UserError  # noqa: E402
+from utils.log import LOGGER, colorstr  # noqa: E402
+from utils.signals import exit_on_user_error  # noqa: E402
 
 dependencies = ["numpy", "yaml", "cv2", "PIL"]  # torch.hub checks these import before calling an entry point
 
@@ -70,12 +80,9 @@ def _is_export_folder(path):
 
 
 def _inference_model(weights, device, fuse):
-    """The multi-format loader when this repository has one (it also runs .torchscript/.onnx), else the .pt one."""
-    import models.common as common
-    if hasattr(common, "DetectMultiBackend"):
-        return common.DetectMultiBackend(weights, device=device, fuse=fuse)
-    from models.experimental import attempt_load
-    return attempt_load(weights, device=device, fuse=fuse)
+    """The multi-format loader (it also runs .torchscript/.onnx exports)."""
+    from models.multibackend import DetectMultiBackend  # framework choice: on the first model built
+    return DetectMultiBackend(weights, device=device, fuse=fuse)
 
 
 def _model_config(name):
@@ -89,10 +96,7 @@ def _model_config(name):
 def _transfer_weights(model, weights, classes):
     """Copy every checkpoint tensor whose name and shape match into model (not the anchors, which belong to the
     new config), and the class names when the class count is the same."""
-    import numpy as np
-
-    from utils.backend import from_numpy
-    from utils.checkpoint import CheckpointError, ModelRecord, load_any
+    from utils.backend import from_numpy  # framework choice: on the first model built, not when hub lists us
     ckpt = load_any(weights)
     record = next((ckpt[k] for k in ("ema", "model") if isinstance(ckpt.get(k), ModelRecord)), None)
     if record is None:
@@ -114,10 +118,7 @@ def _create(name, pretrained=True, channels=3, classes=80, autoshape=True, verbo
     PIL images and arrays in, Detections out). Otherwise: an untrained DetectionModel from models/<name>.yaml with
     `channels` and `classes`, given the checkpoint's matching weights when pretrained (no AutoShape, as in the
     official hubconf: such a model is meant for training)."""
-    import logging
-
-    from utils.backend import select_device
-    from utils.general import LOGGER
+    from utils.backend import select_device  # framework choice: on the first model built, not when hub lists us
     previous_level = LOGGER.level
     if not verbose:
         LOGGER.setLevel(logging.WARNING)
@@ -129,10 +130,10 @@ def _create(name, pretrained=True, channels=3, classes=80, autoshape=True, verbo
         if pretrained and channels == 3 and classes == 80:
             model = _inference_model(find_weights(path), device, fuse=autoshape)
             if autoshape:
-                from models.common import AutoShape
+                from models.autoshape import AutoShape  # framework choice: on the first model built
                 model = AutoShape(model, verbose=verbose)
         else:
-            from models.yolo import DetectionModel
+            from models.yolo import DetectionModel  # framework choice: on the first model built
             model = DetectionModel(_model_config(path.stem), channels, classes)
             if pretrained:
                 _transfer_weights(model, find_weights(path), classes)
@@ -171,13 +172,6 @@ yolov5x6 = _official_entry("yolov5x6")
 
 def main(argv=None):
     """Load --model, run it on the sample images given in every input form at once, print and save the results."""
-    import argparse
-
-    import cv2
-    import numpy as np
-    from PIL import Image
-
-    from utils.general import LOGGER, colorstr
     parser = argparse.ArgumentParser(description="Run a hub model on the sample images in data/images")
     parser.add_argument("--model", type=str, default="yolov5s", help="model name")
     opt = parser.parse_args(argv)
@@ -199,6 +193,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from utils.errors import exit_on_user_error
     with exit_on_user_error("hubconf"):
         main()

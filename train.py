@@ -36,10 +36,11 @@ from utils.engine.errors import TrainingError  # noqa: E402
 from utils.engine.hyp import load_hyp  # noqa: E402
 from utils.engine.run import train  # noqa: E402
 from utils.engine.seeding import process_seed  # noqa: E402
-from utils.errors import exit_on_user_error  # noqa: E402
+from utils.signals import exit_on_user_error  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 from utils.evolve import evolve  # noqa: E402
-from utils.general import LOGGER, RunDirError, increment_path  # noqa: E402
+from utils.log import LOGGER  # noqa: E402
+from utils.paths import RunDirError, increment_path  # noqa: E402
 
 
 def parse_opt(known=False, args=None):

@@ -29,11 +29,15 @@ if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on
     signals.install("val")
 
 from utils.backend import inference_mode, select_device  # noqa: E402
-from utils.errors import UserError, exit_on_user_error  # noqa: E402
+from utils.data.loader import create_dataloader  # noqa: E402
+from utils.dataset_config import check_dataset  # noqa: E402
+from utils.errors import UserError  # noqa: E402
+from utils.signals import exit_on_user_error  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 from utils.evaluation import evaluator_for_dataset, run_validation, validate_model  # noqa: E402
 from utils.evaluation import match_image, save_one_json  # noqa: E402  (ultralytics users import them from val)
-from utils.general import LOGGER, colorstr, increment_path  # noqa: E402
+from utils.log import LOGGER, colorstr  # noqa: E402
+from utils.paths import increment_path  # noqa: E402
 from utils.inference import load_model  # noqa: E402
 from utils.inference.label_txt import write_label_txt  # noqa: E402
 
@@ -64,8 +68,6 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
     if model is not None:
         return validate_model(model, dataloader, data, half=half, compute_loss=compute_loss, save_dir=save_dir, **kw)
 
-    from utils.dataloaders import create_dataloader
-    from utils.dataset_config import check_dataset
     device = select_device(device, batch_size=batch_size)
     save_dir = increment_path(Path(project) / name, exist_ok=exist_ok, mkdir=True)  # one line if unwritable
     (save_dir / "labels" if save_txt else save_dir).mkdir(parents=True, exist_ok=True)

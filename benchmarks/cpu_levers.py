@@ -166,7 +166,7 @@ def parse_opt(argv=None):
 
 
 def main(opt):
-    from utils.general import LOGGER
+    from utils.log import LOGGER
     LOGGER.setLevel(logging.WARNING)
     configs = [(c, opt.img) for c in opt.cfg] if opt.cfg else \
         [("yolov5n.yaml", 320), ("yolov5s.yaml", 320), ("yolov5s.yaml", 640)]

@@ -353,7 +353,7 @@ def cuda_tests(kit, budget):
             link.symlink_to(Path(target).resolve())
     extra = {"YOLO_SHARED_DIR": str(shared)}
     if opt.device == "cpu":
-        extra["GPU_KIT_TEST_DEVICE"] = "cpu"  # the tier's logic on the CPU (tests/cuda_helpers.py)
+        extra["GPU_KIT_TEST_DEVICE"] = "cpu"  # the tier's logic on the CPU (tests/helpers/cuda_helpers.py)
     expr = kit.plan["tests_expr"]
     cmd = [sys.executable, "-m", "pytest", "-q", "-m", expr, "-rfEs", "-p", "no:cacheprovider", "--timeout", "300",
            "tests"]

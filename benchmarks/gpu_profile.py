@@ -108,7 +108,7 @@ def project_steps(opt, dev):
     sys.path.insert(0, str(ROOT))
     from benchmarks.speed import make_train_step
     from utils import backend
-    from utils.general import LOGGER
+    from utils.log import LOGGER
     LOGGER.setLevel("WARNING")
     for bs, flags in _configs(opt.configs):
         step, meta = make_train_step(opt.cfg, bs, opt.img, dev, amp=backend.has_amp(dev), flags=flags)

@@ -133,7 +133,7 @@ def project_step(cfg="yolov5s.yaml", bs=16, img=320, flags=True):
 
 
 def count_project(flags, cfg, bs, img):
-    from utils.general import LOGGER
+    from utils.log import LOGGER
     LOGGER.setLevel(logging.WARNING)
     r = dc.count_step(project_step(cfg, bs, img, flags))
     r.update(code="project", flags=flags, cfg=cfg, batch=bs, img=img, amp=False)

@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 from utils.backend import no_grad, to_numpy  # noqa: E402
 from utils.dataloaders import LoadImagesAndLabels, rect_batch_shapes  # noqa: E402
 from utils.evaluation import IOU_THRESHOLDS, labels_in_pixels, match_image  # noqa: E402
-from utils.general import non_max_suppression  # noqa: E402
+from utils.nms import non_max_suppression  # noqa: E402
 from utils.inference import preprocess  # noqa: E402
 from utils.metrics import ap_per_class  # noqa: E402
 

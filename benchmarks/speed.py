@@ -451,7 +451,7 @@ def parse_opt(argv=None):
 
 
 def main(opt):
-    from utils.general import LOGGER  # imported first: it sets its own level at import
+    from utils.log import LOGGER  # imported first: it sets its own level at import
     LOGGER.setLevel(logging.WARNING)  # model summaries and optimizer lines would flood the table
     dev = backend.select_device(opt.device)
     if opt.threads and hasattr(torch, "set_num_threads"):

@@ -20,14 +20,21 @@ from copy import copy
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+from PIL import Image, ImageOps
 
+from models.yolo import Detect
 from utils.augmentations import letterbox
 from utils.backend import autocast, from_numpy, inference_mode, nn, to_numpy, torch
+from utils.boxes import xyxy2xywh
 from utils.errors import UserError
-from utils.general import LOGGER, colorstr, increment_path, make_divisible, non_max_suppression, xyxy2xywh
+from utils.img_size import make_divisible
 from utils.inference.profile import Profile
 from utils.inference.steps import preprocess, to_original
+from utils.log import LOGGER, colorstr
+from utils.nms import non_max_suppression
 from utils.path_names import safe_path_component
+from utils.paths import increment_path
 from utils.plots import Annotator, colors, save_one_box
 
 PUBLIC_MODULE = "models.common"  # where users import these classes from; their repr and pickles name it
@@ -42,14 +49,12 @@ def _is_url(s):
 
 
 def _pil_to_rgb_array(im):
-    from PIL import ImageOps
     im = ImageOps.exif_transpose(im)  # phone photos store their rotation in EXIF
     return np.asarray(im if im.mode == "RGB" else im.convert("RGB"))
 
 
 def load_image(im, i=0):
     """One AutoShape input -> (HWC RGB numpy array with 3 channels, file name it came from or 'image{i}')."""
-    from PIL import Image
     f = f"image{i}"
     if isinstance(im, (str, Path)):
         if _is_url(im):
@@ -84,7 +89,6 @@ def load_image(im, i=0):
 
 
 def _detect_layers(model):
-    from models.yolo import Detect  # here, not at import: models.yolo imports models.common, which imports us
     return [m for m in model.modules() if isinstance(m, Detect)]
 
 
@@ -180,7 +184,7 @@ def _notebook_display():
     shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
     if shell is None or "IPKernelApp" not in getattr(shell, "config", {}):
         return None
-    from IPython.display import display
+    from IPython.display import display  # optional dependency: only inside a notebook
     return display
 
 
@@ -242,7 +246,6 @@ class Detections:
             if show:
                 self._show_one(im, i, display)
             if save:
-                from PIL import Image
                 Image.fromarray(im).save(save_dir / safe_path_component(self.files[i]))
                 if i == self.n - 1:
                     LOGGER.info(f"Saved {self.n} image{'s' * (self.n > 1)} to {colorstr('bold', save_dir)}")
@@ -258,7 +261,6 @@ class Detections:
             return crops
 
     def _show_one(self, im, i, display):
-        from PIL import Image
         pil = Image.fromarray(im)
         if display is not None:
             display(pil)
@@ -293,7 +295,6 @@ class Detections:
 
     def pandas(self):
         """A copy whose .xyxy/.xyxyn/.xywh/.xywhn are lists of DataFrames with class names."""
-        import pandas as pd
         new = copy(self)
         ca = "xmin", "ymin", "xmax", "ymax", "confidence", "class", "name"
         cb = "xcenter", "ycenter", "width", "height", "confidence", "class", "name"

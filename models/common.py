@@ -1,10 +1,26 @@
 """Building blocks of the YOLOv5 networks. Module and attribute names (conv, bn, act, cv1, m, ...) follow the
 official ones because official state dicts are keyed by them, and the classes live in this module because official
-checkpoints name them as models.common.<Class>."""
+checkpoints name them as models.common.<Class>.
+
+Official code also imports the inference wrappers from here (``from models.common import DetectMultiBackend,
+AutoShape``). They live in models/multibackend.py and models/autoshape.py, which build on the network, so this module
+hands them out by name on first access (module ``__getattr__``) instead of importing them: the network never loads
+the inference stack.
+"""
+import importlib
 import math
 
-from models.multibackend import DetectMultiBackend  # noqa: F401  (the official import path of the loader)
 from utils.backend import BatchNorm2d, MultiheadAttention, torch, nn
+
+# name -> module that defines it, for the official `from models.common import <name>` of the inference wrappers
+_INFERENCE_NAMES = {"DetectMultiBackend": "models.multibackend", "AutoShape": "models.autoshape",
+                    "Detections": "models.autoshape"}
+
+
+def __getattr__(name):
+    if name in _INFERENCE_NAMES:
+        return getattr(importlib.import_module(_INFERENCE_NAMES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def autopad(k, p=None, d=1):
@@ -294,6 +310,3 @@ class Expand(nn.Module):
         g = self.gain
         x = x.view(b, g, g, c // g ** 2, h, w).permute(0, 3, 4, 1, 5, 2).contiguous()
         return x.view(b, c // g ** 2, h * g, w * g)
-
-
-from models.autoshape import AutoShape, Detections  # noqa: E402,F401  (the official import path)

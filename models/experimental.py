@@ -8,9 +8,10 @@ that kept ``model.24.anchor_grid`` load the same way.
 import logging
 from pathlib import Path
 
+from models.from_record import build_model
 from utils.backend import nn, torch
-from utils.checkpoint import CheckpointError, ModelRecord, build_model, load_any
-from utils.general import LOGGER
+from utils.checkpoint import CheckpointError, ModelRecord, load_any
+from utils.log import LOGGER
 
 
 class Ensemble(nn.ModuleList):
@@ -30,8 +31,9 @@ def _pick_record(ckpt, source):
     raise CheckpointError(f"{source}: no model in checkpoint (keys: {sorted(ckpt)})")
 
 
-def load_single(weights, device=None, inplace=True, fuse=True):
-    """One checkpoint file -> float32 DetectionModel in eval mode (fused when asked)."""
+def load_single(weights, device=None, inplace=True, fuse=True, build_model=build_model):
+    """One checkpoint file -> float32 model in eval mode (fused when asked). build_model: the task's model builder
+    (Task.build_model; detection's by default)."""
     w = Path(weights)
     ckpt = load_any(w)  # plain data for both formats: ModelRecord with a numpy state dict
     level = LOGGER.level
@@ -52,11 +54,11 @@ def load_single(weights, device=None, inplace=True, fuse=True):
     return model.eval()
 
 
-def attempt_load(weights, device=None, inplace=True, fuse=True):
+def attempt_load(weights, device=None, inplace=True, fuse=True, build_model=build_model):
     """Load a path or a list of paths. One path gives the model; several give an :class:`Ensemble` carrying the
     largest stride, the first model's names and nc, as ultralytics does."""
     paths = weights if isinstance(weights, (list, tuple)) else [weights]
-    models = [load_single(w, device=device, inplace=inplace, fuse=fuse) for w in paths]
+    models = [load_single(w, device=device, inplace=inplace, fuse=fuse, build_model=build_model) for w in paths]
     if len(models) == 1:
         return models[0]
     ensemble = Ensemble(models)

@@ -17,15 +17,22 @@ by utils/export/onnx_meta.py, which needs no onnx package), or after `pip instal
 official formats (TensorRT, CoreML, TensorFlow, Paddle, Triton) get one line saying they are not supported here.
 """
 import ast
+import importlib.util
 import json
+import re
 from pathlib import Path
 
+import cv2
 import numpy as np
 import yaml
 
+from models.experimental import attempt_load
+from models.from_record import build_model
 from utils.backend import cuda_available, from_numpy, is_cuda, nn, require_pytorch, select_device, to_numpy, torch
 from utils.errors import UserError
 from utils.export.formats import FLAGS, FORMATS, RUN_HERE, RUNTIMES, model_type
+from utils.export.onnx_meta import read_onnx_info
+from utils.export.to_openvino import import_openvino
 
 
 class ModelLoadError(UserError):
@@ -45,7 +52,6 @@ def _literal_names(text):
 
 def _no_runtime_here(w, kind):
     """One line for a format this loader does not run: what its runtime is, whether it is installed, the way on."""
-    import importlib.util
     use = "use a .pt, .torchscript, .onnx or *_openvino_model export instead"
     if kind == "triton":
         return f"--weights {w}: Triton Inference Server models are not run by this project; {use}"
@@ -60,7 +66,6 @@ def _no_runtime_here(w, kind):
 def _opencv_refusal(w, e):
     """One line for an ONNX graph OpenCV's DNN module cannot read or run (e.g. the Floor nodes of ultralytics'
     own exports, or the shape arithmetic of any --dynamic export), with the two ways on."""
-    import re
     node = re.search(r"Node \[(\w+)@", str(e))
     what = f"its {node.group(1)} node" if node else str(e).strip().splitlines()[-1][:120]
     return (f"--weights {w}: OpenCV's DNN module (--dnn) cannot run this ONNX graph ({what}). Export it again with "
@@ -69,7 +74,9 @@ def _opencv_refusal(w, e):
 
 
 class DetectMultiBackend(nn.Module):
-    def __init__(self, weights="yolov5s.pt", device=None, dnn=False, data=None, fp16=False, fuse=True):
+    def __init__(self, weights="yolov5s.pt", device=None, dnn=False, data=None, fp16=False, fuse=True,
+                 build_model=build_model):
+        """build_model: how a .pt checkpoint's stored model is rebuilt (the task's Task.build_model)."""
         super().__init__()
         w = str(weights[0] if isinstance(weights, (list, tuple)) else weights)
         flags = model_type(w)
@@ -93,9 +100,8 @@ class DetectMultiBackend(nn.Module):
             raise ModelLoadError(_no_runtime_here(w, kind))
 
         if self.pt:
-            from models.experimental import attempt_load
             model = attempt_load(weights if isinstance(weights, (list, tuple)) else w, device=device, inplace=True,
-                                 fuse=fuse)
+                                 fuse=fuse, build_model=build_model)
             stride = max(int(model.stride.max()), 32)
             names = model.module.names if hasattr(model, "module") else model.names
             model.half() if self.fp16 else model.float()
@@ -127,7 +133,7 @@ class DetectMultiBackend(nn.Module):
 
     def _load_onnxruntime(self, w, cuda):
         try:
-            import onnxruntime
+            import onnxruntime  # optional dependency: the PyTorch environment installs it
         except ImportError:
             raise ModelLoadError(f"--weights {w}: ONNX models need onnxruntime, not installed in this environment: "
                                  "pip install onnxruntime (the PyTorch environment has it), or pass --dnn to run it "
@@ -146,9 +152,6 @@ class DetectMultiBackend(nn.Module):
         return 32, None
 
     def _load_opencv_dnn(self, w):
-        import cv2
-
-        from utils.export.onnx_meta import read_onnx_info
         # silent (level 0): a graph it cannot read is reported below in one line, not in OpenCV's log as well
         log = cv2 if hasattr(cv2, "setLogLevel") else cv2.utils.logging  # OpenCV 4 / OpenCV 5
         level = log.getLogLevel()
@@ -167,7 +170,6 @@ class DetectMultiBackend(nn.Module):
         return 32, None
 
     def _load_openvino(self, w):
-        from utils.export.to_openvino import import_openvino
         try:
             ov = import_openvino()
         except ImportError:
@@ -232,7 +234,6 @@ class DetectMultiBackend(nn.Module):
     def _run_numpy(self, x):
         """A numpy batch through the ONNX/OpenVINO runtime -> list of numpy outputs."""
         if self.dnn:
-            import cv2
             self.net.setInput(x)
             try:
                 return [self.net.forward()]

@@ -5,6 +5,7 @@ Usage: python models/yolo.py --cfg yolov5s.yaml   # prints the layer table, the 
 import argparse
 import math
 import sys
+import time
 from copy import deepcopy
 from pathlib import Path
 
@@ -15,10 +16,13 @@ import yaml
 
 from models.common import (C3, C3SPP, C3TR, SPP, SPPF, Bottleneck, BottleneckCSP, C3Ghost, C3x, Concat, Contract, Conv,
                            CrossConv, DWConv, DWConvTranspose2d, Expand, Focus, GhostBottleneck, GhostConv)
-from utils.backend import nn, torch
-from utils.general import LOGGER, find_repo_file, make_divisible
+from utils.backend import nn, select_device, torch
+from utils.img_size import make_divisible
+from utils.log import LOGGER
 from utils.model_stats import fuse_conv_and_bn, model_summary
+from utils.paths import find_repo_file
 from utils.plots import feature_visualization
+from utils.tta import forward_augment  # test-time augmentation lives with validation code
 
 MODELS_DIR = Path(__file__).resolve().parent
 
@@ -207,7 +211,6 @@ class DetectionModel(nn.Module):
 
     def forward(self, x, augment=False, profile=False, visualize=False):
         if augment:
-            from utils.tta import forward_augment  # test-time augmentation lives with validation code
             return forward_augment(self, x)
         return self._forward_once(x, visualize)
 
@@ -281,11 +284,9 @@ def main(argv=None):
     parser.add_argument("--profile", action="store_true", help="time one forward pass")
     parser.add_argument("--no-fuse", action="store_true", help="skip the fused summary")
     opt = parser.parse_args(argv)
-    from utils.backend import select_device
     device = select_device(opt.device)
     model = DetectionModel(opt.cfg).to(device)
     if opt.profile:
-        import time
         im = torch.rand(opt.batch_size, 3, 640, 640).to(device)
         model.eval()
         with torch.no_grad():

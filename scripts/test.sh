@@ -2,7 +2,7 @@
 # Runs the test suite once per backend, each in its own environment. Extra arguments go to pytest.
 #   scripts/test.sh                 both backends, side by side (one core each), logs printed when both end
 #   scripts/test.sh torch [-k x]    one backend, in the foreground
-#   scripts/test.sh torch tests/test_loss.py -m "not slow"    paths and options go to pytest as they are
+#   scripts/test.sh torch tests/test_utils/test_loss.py -m "not slow"    paths and options go to pytest as they are
 # pytest.ini holds the configuration (test paths, markers, the per-test timeout).
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -8,6 +8,7 @@ import socket
 import time
 from pathlib import Path
 
+ZIP_MAGIC = b"PK\x03\x04"  # a zip archive's first bytes: checkpoints and label caches written here are zips
 STALE_AFTER_S = 3600  # a temporary file from another machine (shared storage) this old is no write in progress
 
 

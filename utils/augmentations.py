@@ -14,7 +14,7 @@ import random
 import cv2
 import numpy as np
 
-from utils.general import xywhn2xyxy, xyxy2xywhn  # noqa: F401  (re-exported for callers that expect them here)
+from utils.boxes import xywhn2xyxy, xyxy2xywhn  # noqa: F401  (re-exported for callers that expect them here)
 
 GREY = (114, 114, 114)
 

@@ -9,7 +9,9 @@ import random
 import numpy as np
 
 from utils.backend import from_numpy, no_grad, to_numpy
-from utils.general import LOGGER, colorstr
+from utils.data.dataset import LoadImagesAndLabels
+from utils.dataset_config import check_dataset
+from utils.log import LOGGER, colorstr
 
 PREFIX = colorstr("AutoAnchor: ")
 
@@ -85,7 +87,7 @@ def _kmeans(x, k, iters=30):
     """scipy.cluster.vq.kmeans (seeded from numpy's global RandomState, as in the official code) when scipy is
     there, else Lloyd's algorithm with k-means++ seeding (same idea, different numbers)."""
     try:
-        from scipy.cluster.vq import kmeans
+        from scipy.cluster.vq import kmeans  # optional here: a numpy k-means stands in without scipy
         return kmeans(x, k, iter=iters)[0]
     except ImportError:
         pass
@@ -114,8 +116,6 @@ def kmean_anchors(dataset, n=9, img_size=640, thr=4.0, gen=1000, verbose=True):
     per generation), in the official order and dtypes (metrics in float32), so after random.seed(s) and
     np.random.seed(s) the anchors equal the official ones for the same labels."""
     if isinstance(dataset, str):  # a data yaml: build the training set's label statistics
-        from utils.dataloaders import LoadImagesAndLabels
-        from utils.dataset_config import check_dataset
         data = check_dataset(dataset)
         dataset = LoadImagesAndLabels(data["train"], augment=True, rect=True)
     thr = 1 / thr

@@ -14,7 +14,8 @@ import numpy as np
 
 from utils import backend
 from utils.backend import torch
-from utils.general import LOGGER, colorstr
+from utils.log import LOGGER, colorstr
+from utils.model_stats import count_flops
 
 PREFIX = colorstr("AutoBatch: ")
 BATCH_SIZES = (1, 2, 4, 8, 16)
@@ -82,7 +83,6 @@ def profile_memory(model, imgsz, device, n=3, batch_sizes=BATCH_SIZES):
     fails. Prints one table row per size."""
     LOGGER.info(f"{'Params':>12s}{'GFLOPs':>12s}{'GPU_mem (GB)':>14s}{'forward (ms)':>14s}{'backward (ms)':>14s}"
                 f"{'input':>24s}{'output':>24s}")
-    from utils.model_stats import count_flops
     try:
         gflops = count_flops(model, imgsz)
     except Exception:

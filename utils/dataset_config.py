@@ -11,13 +11,16 @@ import os
 import re
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import yaml
 
 from utils.archive_extract import UnsafeArchive, safe_extract_zip
 from utils.errors import UserError
-from utils.general import LOGGER, ROOT, RepoFileNotFound, colorstr, find_repo_file
+from utils.log import LOGGER, colorstr
+from utils.paths import ROOT, RepoFileNotFound, find_repo_file
+from utils.settings import ALLOW_DOWNLOAD_SCRIPTS
 
 
 class DatasetError(UserError, FileNotFoundError):
@@ -25,7 +28,7 @@ class DatasetError(UserError, FileNotFoundError):
 
 
 KNOWN_KEYS = {"path", "train", "val", "test", "names", "nc", "download"}
-ALLOW_SCRIPTS_ENV = "YOLO_ALLOW_DOWNLOAD_SCRIPTS"
+ALLOW_SCRIPTS_ENV = ALLOW_DOWNLOAD_SCRIPTS.name
 
 
 class DownloadScriptRefused(DatasetError):
@@ -160,7 +163,7 @@ def download_kind(s):
 
 
 def scripts_allowed(allow_scripts=False):
-    return bool(allow_scripts) or os.environ.get(ALLOW_SCRIPTS_ENV, "") == "1"
+    return bool(allow_scripts) or ALLOW_DOWNLOAD_SCRIPTS.get()
 
 
 def _consent_to_script(s, kind, where, path, allow_scripts):
@@ -183,7 +186,6 @@ def run_download(s, data, path):
     (check_dataset)."""
     s = str(s).strip()
     if download_kind(s) == "zip url":
-        import urllib.request
         path.mkdir(parents=True, exist_ok=True)
         zf = path / f".{Path(s).name}.part"  # inside the dataset folder, a name no dataset file has
         LOGGER.info(f"Downloading {s} to {zf}...")

@@ -14,7 +14,9 @@ import numpy as np
 import yaml
 
 from utils.errors import UserError
-from utils.general import LOGGER, ROOT, colorstr
+from utils.log import LOGGER, colorstr
+from utils.loggers import note_ignored_flags
+from utils.paths import ROOT
 
 # gene: (mutation gain, lower limit, upper limit). 'anchors' is not evolved here: the model yaml owns anchors.
 META = {
@@ -151,7 +153,6 @@ def initial_population(hyp, folder=None, resume=None, csv=None):
 
 def evolve(hyp, opt, device, train_fn):
     """Run opt.evolve generations of train_fn(hyp, opt, device) in opt.save_dir."""
-    from utils.loggers import note_ignored_flags
     note_ignored_flags(opt, {"bucket": ""}, what="syncing evolve.csv with a Google Cloud Storage bucket")
     opt.noval, opt.nosave = True, True  # only the final epoch is validated, only the final epoch saved
     save_dir = Path(opt.save_dir)

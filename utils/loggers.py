@@ -5,8 +5,9 @@ import importlib
 import json
 from pathlib import Path
 
-from utils.general import LOGGER, colorstr
+from utils.log import LOGGER, colorstr
 from utils.plot_jobs import inline
+from utils.plots import plot_results
 
 KEYS = ["train/box_loss", "train/obj_loss", "train/cls_loss",  # train loss
         "metrics/precision", "metrics/recall", "metrics/mAP_0.5", "metrics/mAP_0.5:0.95",  # metrics
@@ -18,7 +19,7 @@ def _summary_writer():
     """A SummaryWriter class from the first module that provides one (tensorboardX, or the PyTorch install's
     tensorboard bridge, which needs the tensorboard package: backend.summary_writer_modules); None when none works.
     Imported lazily: TensorBoard is optional."""
-    from utils.backend import summary_writer_modules
+    from utils.backend import summary_writer_modules  # framework choice: which bridge exists depends on it
     for name in summary_writer_modules:
         try:
             return importlib.import_module(name).SummaryWriter
@@ -51,10 +52,11 @@ def read_results_csv(file):
 class Loggers:
     """One object the trainer calls at fixed points; each sink is optional and failures in a sink only warn."""
 
-    def __init__(self, save_dir, opt=None, hyp=None, include=("csv", "tb")):
+    def __init__(self, save_dir, opt=None, hyp=None, include=("csv", "tb"), keys=KEYS):
+        """keys: results.csv's columns after 'epoch' (a task's Task.results_keys(); detection's are KEYS)."""
         self.save_dir = Path(save_dir)
         self.csv = self.save_dir / "results.csv"
-        self.keys = KEYS
+        self.keys = list(keys)
         self.tb = None
         self.ndjson_console = bool(getattr(opt, "ndjson_console", False))
         self.ndjson = self.save_dir / "results.ndjson" if getattr(opt, "ndjson_file", False) else None
@@ -72,7 +74,7 @@ class Loggers:
                     LOGGER.warning(f"TensorBoard disabled: {e}")
 
     def on_fit_epoch_end(self, vals, epoch):
-        """Append one results.csv row (epoch, then the 13 values in KEYS order) and the TensorBoard scalars."""
+        """Append one results.csv row (epoch, then one value per key) and the TensorBoard scalars."""
         n = len(self.keys) + 1
         header = "" if self.csv.exists() else (("%20s," * n % tuple(["epoch"] + self.keys)).rstrip(",") + "\n")
         row = ("%20.5g," * n % tuple([epoch] + [float(v) for v in vals])).rstrip(",") + "\n"
@@ -102,7 +104,6 @@ class Loggers:
     def on_train_end(self, plots=True, draw=None):
         """results.png (drawn by draw(what, fn, *args), a PlotJobs.submit, or here), then TensorBoard closed."""
         if plots and self.csv.exists():
-            from utils.plots import plot_results
             (draw or inline)("results.png", plot_results, file=self.csv)
         if self.tb is not None:
             self.tb.close()

@@ -14,10 +14,30 @@ the same one wins. Target rows whose image index is negative are padding (see ``
 fixed row count gives the same loss with fixed shapes throughout, which is what a CUDA graph or a compiled region
 needs.
 """
+from dataclasses import dataclass, fields
+
 from utils.backend import F, nn, torch
 from utils.iou import ciou_function
 
-__all__ = ["ComputeLoss", "FocalLoss", "smooth_BCE", "pad_targets"]
+__all__ = ["ComputeLoss", "LossHyp", "FocalLoss", "smooth_BCE", "pad_targets"]
+
+
+@dataclass(frozen=True)
+class LossHyp:
+    """The hyperparameters the loss uses, as gains already scaled to the model (utils/engine/hyp.scale_hyp)."""
+    box: float  # box loss gain
+    obj: float  # objectness loss gain
+    cls: float  # class loss gain
+    cls_pw: float  # class BCE positive weight
+    obj_pw: float  # objectness BCE positive weight
+    anchor_t: float  # a target matches an anchor whose width and height ratios are below this
+    fl_gamma: float = 0.0  # focal loss gamma (0: plain BCE)
+    label_smoothing: float = 0.0
+
+    @classmethod
+    def from_dict(cls, hyp):
+        """From a hyp dict (its other keys, augmentation and optimizer settings, are not the loss's)."""
+        return cls(**{f.name: float(hyp[f.name]) for f in fields(cls) if f.name in hyp})
 
 
 def smooth_BCE(eps=0.1):
@@ -80,21 +100,20 @@ def _elementwise(loss_module, pred, true):
 class ComputeLoss:
     sort_obj_iou = False  # official default; True would let the highest IoU win where targets share a cell
 
-    def __init__(self, model, autobalance=False, fused_iou=None):
-        """model: a DetectionModel (or a DDP/DP wrapper of one) with .hyp set. fused_iou: the --bbox_iou_optim flag
-        (None reads model.bbox_iou_optim if present, else off). The CIoU implementation is chosen here, once."""
+    def __init__(self, model, autobalance=False, fused_iou=False, hyp=None):
+        """model: a DetectionModel (or a DDP/DP wrapper of one). hyp: a LossHyp (or a hyp dict); None takes the
+        model's .hyp, as the official ComputeLoss(model) does (the trainer passes its own). fused_iou: the
+        --bbox_iou_optim flag. The CIoU implementation is chosen here, once."""
         device = next(model.parameters()).device
         m = model.module if hasattr(model, "module") else model  # de-parallel
-        h = model.hyp if hasattr(model, "hyp") else m.hyp
-        if fused_iou is None:
-            fused_iou = getattr(m, "bbox_iou_optim", None)
+        h = hyp if isinstance(hyp, LossHyp) else LossHyp.from_dict(m.hyp if hyp is None else hyp)
         self.fused_iou = bool(fused_iou)
         self.ciou = ciou_function(device, self.fused_iou)  # fused kernel or plain maths, for this device
 
-        BCEcls = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([float(h["cls_pw"])], device=device))
-        BCEobj = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([float(h["obj_pw"])], device=device))
-        self.cp, self.cn = smooth_BCE(eps=h.get("label_smoothing", 0.0))
-        g = h.get("fl_gamma", 0.0)
+        BCEcls = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([h.cls_pw], device=device))
+        BCEobj = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([h.obj_pw], device=device))
+        self.cp, self.cn = smooth_BCE(eps=h.label_smoothing)
+        g = h.fl_gamma
         if g > 0:
             BCEcls, BCEobj = FocalLoss(BCEcls, g), FocalLoss(BCEobj, g)
 
@@ -134,9 +153,9 @@ class ComputeLoss:
                 self.balance[i] = self.balance[i] * 0.9999 + 0.0001 / obji.detach().item()
         if self.autobalance:
             self.balance = [x / self.balance[self.ssi] for x in self.balance]
-        lbox = lbox * self.hyp["box"]
-        lobj = lobj * self.hyp["obj"]
-        lcls = lcls * self.hyp["cls"]
+        lbox = lbox * self.hyp.box
+        lobj = lobj * self.hyp.obj
+        lcls = lcls * self.hyp.cls
         bs = p[0].shape[0]
         return (lbox + lobj + lcls) * bs, torch.cat((lbox, lobj, lcls)).detach()
 
@@ -208,7 +227,7 @@ class ComputeLoss:
         gwh = targets[:, 4:6] * grid_wh
         anchors = self.anchors.to(torch.float32).view(nl, 1, na, 1, 2)
         r = gwh / anchors  # wh ratio to each anchor (nl, 1, na, nt, 2)
-        match = torch.max(r, 1 / r).max(-1)[0] < self.hyp["anchor_t"]  # (nl, 1, na, nt)
+        match = torch.max(r, 1 / r).max(-1)[0] < self.hyp.anchor_t  # (nl, 1, na, nt)
         # neighbours: the cell left/top if the centre lies in the left/top half, right/bottom likewise
         g = 0.5
         gxi = grid_wh - gxy  # distance from the far edge

@@ -11,27 +11,17 @@ official trainer.
 Default interval: 1 on the CPU (nothing runs ahead of the host there, so a read costs nothing and the bar is exact
 every step), 10 on a GPU; ``YOLO_LOSS_READBACK=N`` sets it.
 """
-import os
-
 import numpy as np
 
 from utils.backend import is_cuda, to_numpy, torch
+from utils.settings import LOSS_READBACK
 
 __all__ = ["LossReadback", "default_interval"]
 
 
 def default_interval(device):
-    value = os.environ.get("YOLO_LOSS_READBACK", "").strip()
-    if value:
-        try:
-            n = int(value)
-        except ValueError:
-            n = 0
-        if n < 1:
-            from utils.errors import UserError
-            raise UserError(f"YOLO_LOSS_READBACK={value!r}: give a whole number of steps >= 1 (1 reads every step).")
-        return n
-    return 10 if is_cuda(device) else 1
+    n = LOSS_READBACK.get()  # a bad value raises a UserError naming the variable
+    return n if n is not None else 10 if is_cuda(device) else 1
 
 
 class LossReadback:
@@ -39,26 +29,28 @@ class LossReadback:
     ``read()`` returns None, or (iteration, items) of the epoch's first non-finite loss; ``mean`` is then the
     running mean of the loss items over the steps read so far (numpy float64)."""
 
-    def __init__(self, device, interval=None):
+    def __init__(self, device, interval=None, n_items=3):
+        """n_items: how many loss items the task's loss returns (detection: box, obj, cls)."""
         self.device = device
         self.interval = default_interval(device) if interval is None else int(interval)
-        self._buf = None  # (interval, 4) on the device: box, obj, cls, total loss of the steps not yet read
+        self.n = int(n_items)
+        self._buf = None  # (interval, n + 1) on the device: the items and the total loss of the steps not yet read
         self.reset()
 
     def reset(self):
         self.steps = 0
         self.mean = None
-        self._sum = np.zeros(3)
+        self._sum = np.zeros(self.n)
         self._pending = []  # the iterations whose rows wait in _buf
         self._bad = None
 
     def add(self, i, loss_items, loss):
-        """Record step ``i``'s loss items (3,) and total loss: two copies on the device, no host sync."""
+        """Record step ``i``'s loss items (n,) and total loss: two copies on the device, no host sync."""
         if self._buf is None:
-            self._buf = torch.zeros((self.interval, 4), dtype=torch.float32, device=loss_items.device)
+            self._buf = torch.zeros((self.interval, self.n + 1), dtype=torch.float32, device=loss_items.device)
         row = len(self._pending)
-        self._buf[row, :3] = loss_items.detach().reshape(-1).to(torch.float32)
-        self._buf[row, 3:] = loss.detach().sum().reshape(1).to(torch.float32)
+        self._buf[row, :self.n] = loss_items.detach().reshape(-1).to(torch.float32)
+        self._buf[row, self.n:] = loss.detach().sum().reshape(1).to(torch.float32)
         self._pending.append(i)
 
     def due(self, i, nb):
@@ -73,8 +65,8 @@ class LossReadback:
         rows = to_numpy(self._buf[:len(self._pending)]).astype(np.float64)
         for i, r in zip(self._pending, rows):
             if self._bad is None and not np.isfinite(r).all():
-                self._bad = (i, [round(float(x), 4) for x in r[:3]])
-        self._sum += rows[:, :3].sum(0)
+                self._bad = (i, [round(float(x), 4) for x in r[:self.n]])
+        self._sum += rows[:, :self.n].sum(0)
         self.steps += len(self._pending)
         self._pending = []
         self.mean = self._sum / self.steps

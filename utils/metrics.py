@@ -9,12 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
+from utils.iou import bbox_iou  # noqa: F401  (ultralytics users import it from here)
 from utils.plot_jobs import inline
-
-try:
-    from utils.iou import bbox_iou  # noqa: F401  (re-export; owned by the loss helper)
-except ImportError:  # utils/iou.py not built yet: keep metrics importable
-    bbox_iou = None
+from utils.plots import pyplot
 
 _trapz = getattr(np, "trapezoid", None) or np.trapz  # numpy 2 renamed trapz
 
@@ -28,14 +25,14 @@ def fitness(x):
 def _as_numpy(x):
     if isinstance(x, np.ndarray):
         return x
-    from utils.backend import to_numpy
+    from utils.backend import to_numpy  # framework choice: numpy in, numpy out, no framework loaded
     return to_numpy(x)
 
 
 def box_iou(box1, box2, eps=1e-7):
     """Pairwise IoU of xyxy boxes: (N,4) x (M,4) -> (N,M). Numpy in, numpy out; tensors in, tensor out."""
     if not isinstance(box1, np.ndarray) or not isinstance(box2, np.ndarray):
-        from utils.backend import torch
+        from utils.backend import torch  # framework choice: only tensor input needs it
         a1, a2, b1, b2 = box1[:, None, :2], box1[:, None, 2:4], box2[None, :, :2], box2[None, :, 2:4]
         inter = (torch.min(a2, b2) - torch.max(a1, b1)).clamp(min=0).prod(2)
         area1 = (box1[:, 2] - box1[:, 0]) * (box1[:, 3] - box1[:, 1])
@@ -182,9 +179,7 @@ class ConfusionMatrix:
         return tp[:-1], fp[:-1]
 
     def plot(self, normalize=True, save_dir="", names=()):
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
         array = self.matrix / ((self.matrix.sum(0).reshape(1, -1) + 1e-9) if normalize else 1)
         array[array < 0.005] = np.nan  # hide near-zero cells
         nc, nn = self.nc, len(names)
@@ -212,15 +207,8 @@ class ConfusionMatrix:
 
 # ----------------------------------------------------------------------------------------------------------------
 # Curves
-def _plt():
-    import matplotlib
-    matplotlib.use("Agg")  # files only; never open a window
-    import matplotlib.pyplot as plt
-    return plt
-
-
 def plot_pr_curve(px, py, ap, save_dir=Path("pr_curve.png"), names=()):
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(1, 1, figsize=(9, 6), tight_layout=True)
     py = np.stack(py, axis=1) if len(py) else np.zeros((len(px), 0))
     if 0 < len(names) < 21:  # a legend per class only when it stays readable
@@ -241,7 +229,7 @@ def plot_pr_curve(px, py, ap, save_dir=Path("pr_curve.png"), names=()):
 
 
 def plot_mc_curve(px, py, save_dir=Path("mc_curve.png"), names=(), xlabel="Confidence", ylabel="Metric"):
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(1, 1, figsize=(9, 6), tight_layout=True)
     if 0 < len(names) < 21:
         for i, y in enumerate(py):

@@ -19,7 +19,9 @@ import multiprocessing
 import os
 import pickle
 
-from utils.general import LOGGER
+from utils.log import LOGGER
+from utils.plots import pyplot
+from utils.settings import PLOT_PROCESSES
 
 HELPERS = 2  # the end of a validation hands over five figures at once: two draw side by side
 
@@ -35,8 +37,7 @@ def inline(what, fn, *args, **kwargs):
 def _serve(jobs, answers):
     """A helper: draw each (what, fn, args, kwargs) received, answer (what, error or ''), stop at None."""
     try:
-        from utils.plots import _plt
-        _plt()  # matplotlib with the Agg backend, once
+        pyplot()  # matplotlib with the Agg backend, once
     except Exception:  # a missing matplotlib fails the drawings that need it, each with its warning
         pass
     while True:
@@ -112,7 +113,7 @@ class PlotJobs:
 
     def __init__(self, processes=None):
         if processes is None:
-            processes = hasattr(os, "fork") and os.environ.get("YOLO_PLOT_PROCESSES", "1").strip() != "0"
+            processes = hasattr(os, "fork") and PLOT_PROCESSES.get()
         self.processes = processes
         self._helpers = []
 

@@ -10,7 +10,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from utils.general import LOGGER, clip_boxes, xywh2xyxy, xyxy2xywh
+from utils.boxes import clip_boxes, xywh2xyxy, xyxy2xywh
+from utils.log import LOGGER
+from utils.paths import increment_path
 
 _HEX = ("FF3838 FF9D97 FF701F FFB21D CFD231 48F90A 92CC17 3DDB86 1A9334 00D4BB 2C99A8 00C2FF 344593 6473FF "
         "0018EC 8438FF 520085 CB38FF FF95C8 FF37C7").split()  # the ultralytics palette, so plots look familiar
@@ -31,10 +33,12 @@ class Colors:
 colors = Colors()
 
 
-def _plt():
-    import matplotlib
-    matplotlib.use("Agg")  # write files only, never open a window
-    import matplotlib.pyplot as plt
+def pyplot():
+    """matplotlib.pyplot with the Agg backend (files only, never a window). The plotting backend must be chosen
+    before pyplot loads, so matplotlib is imported here, on first use; processes that never draw never load it."""
+    import matplotlib  # plotting-backend choice: Agg before pyplot loads
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # plotting-backend choice: after matplotlib.use
     return plt
 
 
@@ -78,14 +82,14 @@ def feature_visualization(x, module_type, stage, n=32, save_dir=Path("runs/detec
     ultralytics names and writes them. The Detect head and 1-pixel maps are skipped."""
     if "Detect" in module_type or "Segment" in module_type:
         return None
-    from utils.backend import to_numpy
+    from utils.backend import to_numpy  # framework choice: plot processes never load a framework; only this does
     maps = to_numpy(x[0].float() if hasattr(x[0], "float") else x[0])
     channels, height, width = maps.shape
     if height <= 1 or width <= 1:
         return None
     f = Path(save_dir) / f"stage{stage}_{module_type.split('.')[-1]}_features.png"
     n = min(n, channels)
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(math.ceil(n / 8), 8, tight_layout=True)
     ax = np.atleast_1d(ax).ravel()
     plt.subplots_adjust(wspace=0.05, hspace=0.05)
@@ -102,7 +106,6 @@ def feature_visualization(x, module_type, stage, n=32, save_dir=Path("runs/detec
 
 def save_one_box(xyxy, im, file=Path("im.jpg"), gain=1.02, pad=10, square=False, BGR=False, save=True):
     """Crop a (slightly enlarged) xyxy box out of im; save it to file (a new name if it exists) and return it."""
-    from utils.general import increment_path
     xyxy = np.asarray([float(v) for v in xyxy], np.float32).reshape(-1, 4)
     b = xyxy2xywh(xyxy)
     if square:
@@ -122,7 +125,7 @@ def save_one_box(xyxy, im, file=Path("im.jpg"), gain=1.02, pad=10, square=False,
 
 def output_to_target(output, max_det=300):
     """NMS output list of (n,6) [xyxy, conf, cls] -> (N,7) numpy [batch_id, cls, x, y, w, h, conf] for plot_images."""
-    from utils.backend import to_numpy
+    from utils.backend import to_numpy  # framework choice: drawing processes load none
     targets = []
     for i, o in enumerate(output):
         o = to_numpy(o[:max_det])[:, :6] if not isinstance(o, np.ndarray) else o[:max_det, :6]
@@ -135,7 +138,7 @@ def output_to_target(output, max_det=300):
 def images_as_drawn(images, max_subplots=16):
     """The first max_subplots images of a batch (B,3,H,W) tensor/array (uint8 pixels, or floats 0-255 or 0-1) as the
     uint8 pixels plot_images draws: what to hand a drawing process (a quarter of the float batch's bytes)."""
-    from utils.backend import to_numpy
+    from utils.backend import to_numpy  # framework choice: drawing processes load none
     images = images[:max_subplots]
     images = images if isinstance(images, np.ndarray) else to_numpy(images.float() if hasattr(images, "float")
                                                                      else images)
@@ -150,7 +153,7 @@ def images_as_drawn(images, max_subplots=16):
 def plot_images(images, targets, paths=None, fname="images.jpg", names=None, max_size=1920, max_subplots=16):
     """Mosaic of a batch with its boxes. images (B,3,H,W) tensor/array (0-255 or 0-1); targets (N,6) labels
     [img, cls, xywh (normalized or pixels)] or (N,7) predictions with conf as the last column."""
-    from utils.backend import to_numpy
+    from utils.backend import to_numpy  # framework choice: drawing processes load none
     images = images_as_drawn(images, max_subplots)
     targets = targets if isinstance(targets, np.ndarray) else to_numpy(targets)
     bs, _, h, w = images.shape
@@ -201,7 +204,7 @@ def plot_images(images, targets, paths=None, fname="images.jpg", names=None, max
 def plot_labels(labels, names=(), save_dir=Path("")):
     """labels.jpg (class histogram, box centres and sizes, all boxes overlaid) and labels_correlogram.jpg.
     labels: (n,5) [cls, x, y, w, h] normalized."""
-    plt = _plt()
+    plt = pyplot()
     save_dir = Path(save_dir)
     labels = np.asarray(labels, dtype=np.float64).reshape(-1, 5)
     c, b = labels[:, 0].astype(int), labels[:, 1:].T
@@ -258,8 +261,8 @@ def plot_labels(labels, names=(), save_dir=Path("")):
 
 def plot_results(file="path/to/results.csv", dir=""):
     """results.csv (train.py's columns) -> results.png: 10 panels, each column against the epoch."""
-    import pandas as pd
-    plt = _plt()
+    import pandas as pd  # heavy (0.6 s), needed by this plot only: kept off every start-up
+    plt = pyplot()
     save_dir = Path(file).parent if file else Path(dir)
     files = list(save_dir.glob("results*.csv"))
     assert len(files), f"No results.csv files found in {save_dir.resolve()}, nothing to plot."
@@ -276,7 +279,7 @@ def plot_results(file="path/to/results.csv", dir=""):
                 y = data.values[:, j].astype("float")
                 ax[i].plot(x, y, marker=".", label=f.stem, linewidth=2, markersize=8)
                 if len(y) > 2:  # a smoothed trend, as ultralytics draws it
-                    from scipy.ndimage import gaussian_filter1d
+                    from scipy.ndimage import gaussian_filter1d  # heavy (0.6 s), this plot only
                     ax[i].plot(x, gaussian_filter1d(y, sigma=3), ":", label="smooth", linewidth=2)
                 ax[i].set_title(s[j], fontsize=12)
         except Exception as e:

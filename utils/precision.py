@@ -8,7 +8,7 @@ everywhere. The input layout is the backend's choice for the device (channels_la
 and bf16 alike; YOLO_CHANNELS_LAST=0 keeps NCHW).
 """
 from utils import backend
-from utils.general import LOGGER
+from utils.log import LOGGER
 
 __all__ = ["training_precision"]
 

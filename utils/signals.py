@@ -17,6 +17,8 @@ They keep SIGTERM, which is how multiprocessing ends them at a normal exit; the 
 to stop. No framework import here.
 """
 import contextlib
+import logging
+import multiprocessing
 import multiprocessing.util
 import os
 import signal
@@ -24,6 +26,9 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+from utils.checkpoint import load_any
+from utils.errors import UserError
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # Signals this soon after the first are the same request arriving twice, not a second Ctrl-C: a terminal's Ctrl-C
@@ -168,7 +173,6 @@ def checkpoint_status(last):
     last = Path(last)
     if not last.is_file():
         return "no checkpoint was written yet"
-    from utils.checkpoint import load_any
     epoch = load_any(last).get("epoch")
     if epoch is None or int(epoch) < 0:
         return f"{last} holds the finished training"
@@ -209,7 +213,6 @@ def _block_interrupts_in_worker(_handler_obj):
 
 def _end_children(timeout=3.0):
     """Terminate and reap multiprocessing children (DataLoader workers), so none outlives the exit."""
-    import multiprocessing
     try:
         children = multiprocessing.active_children()
         for p in children:
@@ -225,3 +228,19 @@ def _end_children(timeout=3.0):
                     p.kill()
     except BaseException:
         pass
+
+
+@contextlib.contextmanager
+def exit_on_user_error(prog):
+    """Run an entry script's main: a UserError (or a missing file) becomes `prog: message` on stderr and exit
+    status 1. Ctrl-C / SIGTERM stop at the next safe point with one line and exit 130 / 143 (stop_on_signal).
+    Anything else is a bug and keeps its traceback."""
+    log = logging.getLogger("yolov5")
+    with stop_on_signal(prog):
+        try:
+            yield
+        except (UserError, FileNotFoundError) as e:
+            if requested():  # raised on the way out of a stop (e.g. a worker ended by the same signal)
+                raise
+            log.error(f"\033[31m\033[1m{prog}: \033[0m{e}")
+            sys.exit(1)

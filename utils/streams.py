@@ -20,7 +20,7 @@ import numpy as np
 
 from utils.augmentations import letterbox
 from utils.errors import UserError
-from utils.general import LOGGER
+from utils.log import LOGGER
 
 STREAM_SCHEMES = ("rtsp://", "rtmp://", "http://", "https://")
 _UNSAFE_NAME_CHARS = re.compile(r"[|@#!¡·$€%&()=?¿^*;:,¨´><+]")

@@ -5,14 +5,16 @@ Framework calls go through utils.backend (the multi-tensor EMA update and optimi
 nothing here branches on the backend.
 """
 import math
+import random
 from copy import deepcopy
 
 import numpy as np
 
 from utils import backend
 from utils.backend import nn, torch, select_device  # noqa: F401  (select_device re-exported for ultralytics users)
-from utils.general import LOGGER, colorstr
+from utils.log import LOGGER, colorstr
 from utils.model_stats import count_flops, fuse_conv_and_bn, model_summary  # noqa: F401  (ultralytics import names)
+from utils.tta import scale_img  # noqa: F401  (ultralytics import path; test-time augmentation owns it)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -37,18 +39,6 @@ def is_norm(module):
     """BatchNorm, SyncBatchNorm, GroupNorm, LayerNorm, InstanceNorm...: found by type name so it holds for both
     frameworks' classes (their norm weights get no weight decay)."""
     return any("Norm" in c.__name__ for c in type(module).__mro__ if c.__module__.split(".")[0] != "builtins")
-
-
-def scale_img(img, ratio=1.0, same_shape=False, gs=32):
-    """Resize a (bs,3,h,w) batch by `ratio`, padding to a multiple of gs (test-time augmentation)."""
-    if ratio == 1.0:
-        return img
-    h, w = img.shape[2:]
-    s = (int(h * ratio), int(w * ratio))
-    img = nn.functional.interpolate(img, size=s, mode="bilinear", align_corners=False)
-    if not same_shape:
-        h, w = (math.ceil(x * ratio / gs) * gs for x in (h, w))
-    return nn.functional.pad(img, [0, w - s[1], 0, h - s[0]], value=0.447)
 
 
 def model_info(model, verbose=False, imgsz=640):
@@ -158,7 +148,6 @@ class EarlyStopping:
 
 def set_seed(seed=0, deterministic=False):
     """Seed python, numpy and the framework (the per-worker loader seeds derive from the same value)."""
-    import random
     random.seed(seed)
     np.random.seed(seed)
     backend.manual_seed(seed)

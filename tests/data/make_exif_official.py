@@ -1,8 +1,9 @@
 """Writes tests/data/exif_official.npz: what the official ultralytics/yolov5 loader makes of JPEGs carrying EXIF
-orientations 1-8 (tests/exif_images.py), for tests/test_data_exif.py to compare this project's loader with.
+orientations 1-8 (tests/helpers/exif_images.py), for tests/test_data/test_data_exif.py to compare this project's
+loader with.
 
 Run it with the official code's environment (it imports ultralytics' utils.dataloaders, and nothing of this project
-but tests/exif_images.py):
+but tests/helpers/exif_images.py):
     cd /work/ref/yolov5 && ../venv/bin/python /path/to/project/tests/data/make_exif_official.py
 Stored per case and image: the labels the item carries, a 16x16 thumbnail of its image (INTER_AREA; enough to see a
 rotation, mirror or squeeze, small enough to keep in git), the letterbox shapes and, for --rect, the file order and
@@ -18,7 +19,7 @@ import numpy as np
 import yaml
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # tests/: exif_images
+sys.path.insert(0, str(HERE.parent / "helpers"))  # tests/helpers/: exif_images
 sys.path.insert(0, str(Path.cwd()))  # the official repository (run from its root)
 from exif_images import write_exif_dataset  # noqa: E402
 from utils.dataloaders import LoadImagesAndLabels  # noqa: E402  (the official one)

@@ -19,6 +19,7 @@ from utils.backend.api import FUNCTION_SET
 from utils.backend.host_memory import keep_freed_memory
 from utils.backend.selection import select_backend
 from utils.backend_choice import gpu_seen_here
+from utils.settings import announce_backend_once
 
 BACKEND, impl, SELECTION_REASON = select_backend()
 if not gpu_seen_here()[0]:  # CPU tensors are the activations: keep their pages between steps (host_memory.py)
@@ -38,7 +39,6 @@ globals().update({name: getattr(shared, name) for name in shared.__all__})
 __all__ = ["torch", "nn", "F", "BACKEND", "IS_ONEFLOW", "IS_TORCH", "VERSION", "SELECTION_REASON", "impl",
            *FUNCTION_SET, *shared.__all__]
 
-if os.environ.get("YOLO_QUIET", "0") != "1" and not os.environ.get("_YOLO_BACKEND_ANNOUNCED"):
-    os.environ["_YOLO_BACKEND_ANNOUNCED"] = "1"  # child processes (dataloader workers, DDP ranks) stay quiet
+if announce_backend_once():  # once per process tree, unless YOLO_QUIET=1
     print(f"YOLOv5 backend: {BACKEND} {VERSION} ({SELECTION_REASON}; set YOLO_BACKEND=oneflow|torch to choose)",
           file=sys.stderr)

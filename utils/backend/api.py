@@ -1,7 +1,7 @@
 """The function set every per-backend module (torch_backend.py, oneflow_backend.py) implements, with what each
 name means. utils/backend/__init__.py re-exports exactly these names from the chosen module;
-tests/test_backend_api.py checks that both modules define all of them. Helpers whose code is the same on both
-frameworks live in shared.py instead."""
+tests/test_backend/test_backend_api.py checks that both modules define all of them. Helpers whose code is the same
+on both frameworks live in shared.py instead."""
 
 FUNCTION_SET = {
     # the framework
@@ -13,7 +13,7 @@ FUNCTION_SET = {
     "require_pytorch": "the real PyTorch module for TorchScript/ONNX, or a one-line error under OneFlow",
     "set_deterministic": "ask the framework for deterministic kernels (where it has the switch)",
     "summary_writer_modules": "modules that may provide a TensorBoard SummaryWriter, in order of preference",
-    "nms_kernel": "the framework's NMS for a device, or None (utils/general.py then uses its own)",
+    "nms_kernel": "the framework's NMS for a device, or None (utils/nms.py then uses its own)",
     # mixed precision
     "has_amp": "whether fp16 autocast with loss scaling runs on a device",
     "no_amp_reason": "why this framework never trains in mixed precision ('' when it can)",

@@ -1,7 +1,11 @@
 """Helpers both per-backend modules use that need no framework: they act on the tensors and devices they are given
 (or on numpy arrays and strings), so the same code serves OneFlow and PyTorch objects."""
 import importlib.util
-import os
+import inspect
+
+import numpy as np
+
+from utils.settings import FUSED_CIOU
 
 
 def is_cuda(x):
@@ -16,7 +20,6 @@ def to_numpy(t):
 
 def contiguous_array(a):
     """a as a C-contiguous numpy array that keeps a 0-d shape 0-d (np.ascontiguousarray alone makes it (1,))."""
-    import numpy as np
     a = np.asarray(a)
     return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
@@ -30,8 +33,8 @@ def installed(name):
 
 
 def fused_ciou_request():
-    """YOLO_FUSED_CIOU=plain|compile|triton: the user's override of the fused CIoU choice ('' when unset)."""
-    return os.environ.get("YOLO_FUSED_CIOU", "").strip().lower()
+    """The user's override of the fused CIoU choice, YOLO_FUSED_CIOU=plain|compile|triton ('' when unset)."""
+    return FUSED_CIOU.get()
 
 
 def check_ema_pairs(ema_tensors, model_tensors):
@@ -58,7 +61,6 @@ def group_get(group, key):
 
 def accepts(cls, arg):
     """Whether a class's constructor takes the keyword ``arg`` (optimizers grew fused/foreach over versions)."""
-    import inspect
     try:
         return arg in inspect.signature(cls.__init__).parameters
     except (TypeError, ValueError):

@@ -16,6 +16,8 @@ import ctypes
 import os
 import platform
 
+from utils.settings import HOST_MALLOC
+
 M_TRIM_THRESHOLD = -1  # glibc's mallopt parameter numbers (malloc.h)
 M_MMAP_MAX = -4
 TRIM_THRESHOLD = 1 << 30  # bytes of free memory at the heap's top before it is given back: effectively never
@@ -25,8 +27,8 @@ _state = {"applied": None}
 
 def user_choice(environ):
     """Why the allocator is the user's to choose in this environment, or '' when it is ours to tune."""
-    if environ.get("YOLO_HOST_MALLOC", "").strip().lower() in ("default", "0", "off", "glibc"):
-        return "YOLO_HOST_MALLOC asks for glibc's defaults"
+    if HOST_MALLOC.get(environ) in ("default", "0", "off", "glibc"):
+        return f"{HOST_MALLOC.name} asks for glibc's defaults"
     preload = environ.get("LD_PRELOAD", "")
     if any(name in preload for name in OTHER_ALLOCATORS):
         return f"LD_PRELOAD names another allocator ({preload})"

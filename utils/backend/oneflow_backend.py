@@ -10,19 +10,23 @@ import ctypes
 import glob
 import os
 import signal
+import site
 import sys
 import threading
 from functools import partial
+from importlib.metadata import version
 
 from utils.backend.common import (accepts, check_ema_pairs, contiguous_array, ema_loop_, fused_ciou_request, group_get,
                                   installed, is_cuda, _NoScaler)
+from utils.backend.oneflow_ciou import ciou_fused_chain
 from utils.backend_choice import BackendError
+from utils.errors import NeedsPyTorchError
+from utils.optimizer_layout import to_oneflow_layout
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Import
 def _site_packages_dirs():
-    import site
     dirs = list(getattr(site, "getsitepackages", lambda: [])())
     user = getattr(site, "getusersitepackages", lambda: None)()
     if user:
@@ -51,7 +55,6 @@ def _preload_cuda_libs():
 
 def _dist_version():
     try:
-        from importlib.metadata import version
         return version("oneflow")
     except Exception:
         return None
@@ -70,7 +73,7 @@ def _import_oneflow():
     missing = _preload_cuda_libs()
     python_sigint = signal.getsignal(signal.SIGINT)
     try:
-        import oneflow
+        import oneflow  # framework: after the CUDA libraries are preloaded
     except Exception as e:
         hint = (f" Missing CUDA libraries: {', '.join(missing)}: 'pip install nvidia-cudnn-cu11==8.5.0.96 "
                 "nvidia-cublas-cu11==11.10.3.66'." if missing else "")
@@ -115,7 +118,6 @@ def wait_for_work(dev=None):
 def require_pytorch(purpose):
     """A one-line UserError naming the PyTorch environment: checkpoints are the same files under both backends, so
     the user only has to run the same command there."""
-    from utils.errors import NeedsPyTorchError
     raise NeedsPyTorchError(f"{purpose} needs the PyTorch environment, and this runs under OneFlow: run the same "
                             "command with YOLO_BACKEND=torch .venv-torch/bin/python (a checkpoint trained under "
                             "OneFlow is the same file there).")
@@ -200,7 +202,6 @@ def grad_scaler(dev, enabled=True):
 # Fused CIoU: the fused_get_* kernel chain (utils/backend/oneflow_ciou.py), CUDA only
 def fused_ciou(device):
     if fused_ciou_request() != "plain" and is_cuda(device) and hasattr(flow._C, "fused_get_ciou_result"):
-        from utils.backend.oneflow_ciou import ciou_fused_chain
         return "oneflow-fused-kernels", partial(ciou_fused_chain, ops=flow._C)
     return "plain", None
 
@@ -271,7 +272,6 @@ def all_finite(tensors):
 
 
 def optimizer_state_to_native(state_dict):
-    from utils.checkpoint.optimizer_state import to_oneflow_layout
     return to_oneflow_layout(state_dict)
 
 

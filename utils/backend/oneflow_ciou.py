@@ -2,6 +2,7 @@
 and importing no framework, so tests run the chain with CPU stand-ins of the same signatures: the real kernels exist
 only for CUDA, and a wrong argument order (the coordinate op returns x1, x2, y1, y2, not x1, y1, x2, y2) would
 otherwise only show on a GPU."""
+from utils.iou_math import corners_and_sizes
 
 
 def ciou_fused_chain(box1, box2, xywh=True, eps=1e-7, ops=None):
@@ -16,7 +17,6 @@ def ciou_fused_chain(box1, box2, xywh=True, eps=1e-7, ops=None):
         coords = ops.fused_get_boundding_boxes_coord(x1, y1, w1, h1, x2, y2, w2, h2)
         b1_x1, b1_x2, b1_y1, b1_y2, b2_x1, b2_x2, b2_y1, b2_y2 = coords
     else:
-        from utils.iou import corners_and_sizes
         (b1_x1, b1_x2, b1_y1, b1_y2, b2_x1, b2_x2, b2_y1, b2_y2), (w1, h1, w2, h2) = \
             corners_and_sizes(box1, box2, False, eps)
     inter = ops.fused_get_intersection_area(b1_x1, b1_x2, b2_x1, b2_x2, b1_y1, b1_y2, b2_y1, b2_y2)

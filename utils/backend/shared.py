@@ -1,6 +1,8 @@
 """Helpers whose code is the same on OneFlow and PyTorch, written once against the chosen framework. Imported by
 utils/backend/__init__.py after the framework is chosen (so ``torch`` below is that framework); project code imports
 these names from utils.backend."""
+import numpy as np
+
 from utils.backend import BACKEND, F, nn, torch
 from utils.backend.common import is_cuda, to_numpy
 
@@ -98,7 +100,6 @@ def get_rng_state():
 
 
 def set_rng_state(state):
-    import numpy as np
     torch.set_rng_state(torch.from_numpy(np.ascontiguousarray(np.asarray(state, dtype=np.uint8))))
 
 

@@ -8,6 +8,8 @@ import sys
 from utils.backend.common import (accepts, check_ema_pairs, contiguous_array, ema_loop_, fused_ciou_request, group_get,
                                   installed, is_cuda, read_proc_cpu_flags, _NoScaler)
 from utils.backend_choice import BackendError, gpu_seen_here
+from utils.optimizer_layout import to_torch_layout
+from utils.settings import CHANNELS_LAST
 
 if "OMP_WAIT_POLICY" not in os.environ and not gpu_seen_here()[0]:
     # OpenMP threads that spin at barriers waste the cores that loader workers (and anyone else on the machine) need,
@@ -21,6 +23,8 @@ try:
 except Exception as e:
     raise BackendError(f"'import torch' failed ({e}). Install it with 'pip install torch==2.13.0' "
                        "(CPU build) or set YOLO_BACKEND=oneflow.") from e
+
+from utils.backend.torch_ciou import ciou_compiled, load_triton_ciou  # noqa: E402  (imports torch: after the check)
 
 BatchNorm2d = torch.nn.BatchNorm2d
 summary_writer_modules = ("tensorboardX", "torch.utils.tensorboard")  # torch's bridge needs the tensorboard package
@@ -129,10 +133,8 @@ def channels_last_pays(device, dtype):
     yolov5n 1.49x, yolov5s 1.80x; bf16 too). Only the input changes: the layout spreads through the convolutions,
     the weights stay NCHW, so checkpoints are unchanged. Not on CUDA (not measured there).
     YOLO_CHANNELS_LAST=0 turns it off, YOLO_CHANNELS_LAST=1 on for every device."""
-    forced = os.environ.get("YOLO_CHANNELS_LAST", "").strip()
-    if forced in ("0", "1"):
-        return forced == "1"
-    return not is_cuda(device)
+    forced = CHANNELS_LAST.get()
+    return (not is_cuda(device)) if forced is None else forced
 
 
 def autocast(dev, enabled=True, dtype=None):
@@ -153,26 +155,24 @@ def grad_scaler(dev, enabled=True):
 
 # ----------------------------------------------------------------------------------------------------------------
 # Fused CIoU: a hand-written Triton kernel pair on CUDA (utils/backend/torch_ciou_triton.py), or the same maths
-# through torch.compile (utils/backend/torch_ciou.py). Both are imported only when asked for: triton is optional.
+# through torch.compile (utils/backend/torch_ciou.py, which imports triton only when asked for: it is optional).
 def fused_ciou(device):
-    """YOLO_FUSED_CIOU=compile prefers torch.compile over the Triton kernel; =plain turns the fused path off."""
+    """With YOLO_FUSED_CIOU=compile torch.compile is preferred to the Triton kernel; =plain turns the fused path off."""
     choice = fused_ciou_request()
     if choice == "plain" or not is_cuda(device) or not installed("triton"):  # inductor needs Triton for CUDA code
         return "plain", None
-    from utils.backend import torch_ciou
     if choice != "compile":
-        kernel = torch_ciou.load_triton_ciou()
+        kernel = load_triton_ciou()
         if kernel is not None:
             return "triton", kernel
     if hasattr(torch, "compile"):
-        return "torch-compile", torch_ciou.ciou_compiled
+        return "torch-compile", ciou_compiled
     return "plain", None
 
 
 def compiled_ciou():
     if not hasattr(torch, "compile"):
         return None
-    from utils.backend.torch_ciou import ciou_compiled
     return ciou_compiled
 
 
@@ -290,8 +290,7 @@ def all_finite(tensors):
 
 
 def optimizer_state_to_native(state_dict):
-    from utils.checkpoint.optimizer_state import to_torch_layout
-    return to_torch_layout(state_dict)
+    return to_torch_layout(state_dict, torch.tensor)
 
 
 # ----------------------------------------------------------------------------------------------------------------

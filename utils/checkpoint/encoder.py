@@ -15,6 +15,7 @@ import numpy as np
 
 from utils.checkpoint.module_layout import encode_module
 from utils.checkpoint.pickle_writer import Call, Global, NewObject, PersistentId, ordered_dict, pickle_bytes
+from utils.checkpoint.records import CheckpointError, ModelRecord
 
 # numpy dtype -> torch storage class (the dtypes torch.save writes as typed storages)
 STORAGE_CLASS = {np.dtype(k): v for k, v in (
@@ -46,7 +47,8 @@ def contiguous_strides(shape):
 class ValueEncoder:
     """One checkpoint's encoder: ``encode(obj)`` returns the node tree; ``storages`` the (key, bytes) to store."""
 
-    def __init__(self):
+    def __init__(self, build_model=None):
+        self.build_model = build_model  # record -> module, for ModelRecords in the value (the caller's model code)
         self.storages = []
         self._tensor_memo = {}
         self._module_memo = {}
@@ -99,6 +101,18 @@ class ValueEncoder:
         return Call(Global("torch._utils", "_rebuild_tensor_v2"),
                     (pid, 0, shape, contiguous_strides(shape), bool(requires_grad), ordered_dict([])))
 
+    def _build_from_record(self, rec):
+        """A record read back from a file (numpy state dict + yaml) is written as the model it describes."""
+        if not isinstance(rec.get("yaml"), dict):
+            raise TypeError(f"cannot save a {rec.get('class')} record without a model yaml; save the module itself")
+        if self.build_model is None:
+            raise TypeError(f"cannot save a {rec.get('class')} record without a model builder: pass "
+                            "build_model=models.from_record.build_model, or save the module itself")
+        try:
+            return self.build_model(rec, source="record")
+        except CheckpointError as e:
+            raise TypeError(str(e)) from e
+
     # ------------------------------------------------------------------------------------------------ values
     def encode(self, x):
         return self.value(x)
@@ -116,8 +130,8 @@ class ValueEncoder:
             return self.module(x.module, cast_half=True)
         if self.is_module(x):
             return self.module(x)
-        if _is_model_record(x):
-            return self.module(_build_from_record(x))
+        if isinstance(x, ModelRecord):
+            return self.module(self._build_from_record(x))
         if isinstance(x, np.ndarray):
             return self.ndarray(x, where)
         if isinstance(x, np.generic):
@@ -178,25 +192,9 @@ def _le_bytes(a):
                                           copy=False).tobytes()
 
 
-def _is_model_record(x):
-    from utils.checkpoint.records import ModelRecord
-    return isinstance(x, ModelRecord)
-
-
-def _build_from_record(rec):
-    """A record read back from a file (numpy state dict + yaml) is written as the model it describes."""
-    from utils.checkpoint.records import CheckpointError, build_model
-    if not isinstance(rec.get("yaml"), dict):
-        raise TypeError(f"cannot save a {rec.get('class')} record without a model yaml; save the module itself")
-    try:
-        return build_model(rec, source="record")
-    except CheckpointError as e:
-        raise TypeError(str(e)) from e
-
-
 def _backend_or_none():
     try:
-        from utils import backend
+        from utils import backend  # framework choice: numpy-only content is written without one
         return backend
     except ImportError:  # numpy-only content can still be written
         return None

@@ -1,6 +1,7 @@
 """Saving and loading checkpoint files: the ultralytics/PyTorch format for writing, every known format for reading."""
 import pathlib
 
+from utils.atomic_files import ZIP_MAGIC
 from utils.checkpoint.encoder import ValueEncoder
 from utils.checkpoint.legacy_yolov5ck import is_legacy_checkpoint, load_legacy_checkpoint
 from utils.checkpoint.materialize import Materializer, use_exact_copies
@@ -9,26 +10,26 @@ from utils.checkpoint.records import DAMAGED_REMEDY, CheckpointError, ModelRecor
 from utils.checkpoint.torch_reader import read_pytorch_file
 from utils.checkpoint.zip_writer import archive_name, atomic_write, torch_zip_records, write_zip
 
-_ZIP_MAGIC = b"PK\x03\x04"
 _ZIP_END_MAGICS = (b"PK\x05\x06",)
 
 
-def encode_checkpoint(obj, name="archive"):
+def encode_checkpoint(obj, name="archive", build_model=None):
     """obj -> the bytes torch.save(obj) would write (with module objects in the official layout)."""
-    enc = ValueEncoder()
+    enc = ValueEncoder(build_model)
     tree = enc.encode(obj)
     data = PickleWriter().dumps(tree)
     return data, enc.storages, name
 
 
-def save_checkpoint(obj, path, *also):
+def save_checkpoint(obj, path, *also, build_model=None):
     """Write obj (nested dicts/lists/tuples of tensors, numpy arrays, numbers, strings, Namespaces, Paths, modules
     -- ``encoder.Half(module)`` for fp16 --) as a PyTorch zip archive that ``torch.load`` and the official YOLOv5
     code read, to path and to each path in also (encoded once: last.pt and best.pt of one epoch). Everything is
     encoded before a file is touched, then written atomically: a temporary file in the same folder is fsynced and
     renamed over the path, so a failed or interrupted save leaves the previous checkpoint as it was. Returns what
-    the first write returned (the path written)."""
-    data, storages, _ = encode_checkpoint(obj)
+    the first write returned (the path written). A :class:`ModelRecord` in obj is written as the model
+    ``build_model(record, source)`` makes of it (models.from_record.build_model)."""
+    data, storages, _ = encode_checkpoint(obj, build_model=build_model)
     written = []
     for p in (path, *also):
         p = pathlib.Path(p)
@@ -46,7 +47,7 @@ def is_official_pt(path):
     """A PyTorch file: a zip archive (torch>=1.6) or a legacy pickle (starts with a pickle protocol opcode)."""
     with open(path, "rb") as f:
         head = f.read(4)
-    return head[:4] == _ZIP_MAGIC or head[:1] == b"\x80"
+    return head[:4] == ZIP_MAGIC or head[:1] == b"\x80"
 
 
 def _check_zip_complete(path):
@@ -61,14 +62,15 @@ def _check_zip_complete(path):
                               f"save did not finish); {DAMAGED_REMEDY}")
 
 
-def load_checkpoint(path, map_location=None, tensors=True, build_models=True):
+def load_checkpoint(path, map_location=None, tensors=True, build_models=None):
     """Read a checkpoint: this project's or official ultralytics ``.pt`` (PyTorch zip or legacy format), or the
     project's earlier 'YOLOv5CK' format. Never runs code from the file.
 
     tensors=True gives framework tensors (on ``map_location`` if given) through ``utils.backend``; False leaves
-    numpy arrays (no framework needed). Stored YOLOv5 models come back as float32 ``DetectionModel``s
-    (build_models=True) or as :class:`ModelRecord` (numpy state dict): with this project's exact fp32 weights
-    when the file keeps them, else in the stored dtype (fp16 for official files)."""
+    numpy arrays (no framework needed). Stored YOLOv5 models come back as :class:`ModelRecord` (numpy state
+    dict), or as what the ``build_models(record, source)`` callable makes of them (models.from_record.build_model:
+    float32 ``DetectionModel``s): with this project's exact fp32 weights when the file keeps them, else in the
+    stored dtype (fp16 for official files)."""
     path = pathlib.Path(path)
     if is_legacy_checkpoint(path):
         return load_legacy_checkpoint(path, map_location=map_location, tensors=tensors, build_models=build_models)
@@ -76,7 +78,7 @@ def load_checkpoint(path, map_location=None, tensors=True, build_models=True):
         raise CheckpointError(f"{path}: not a YOLOv5 checkpoint: neither a checkpoint of this project nor a "
                               "PyTorch/ultralytics .pt file")
     with open(path, "rb") as f:
-        is_zip = f.read(4) == _ZIP_MAGIC
+        is_zip = f.read(4) == ZIP_MAGIC
     if is_zip:
         _check_zip_complete(path)
     obj = use_exact_copies(read_pytorch_file(path))
@@ -92,7 +94,7 @@ def load_checkpoint(path, map_location=None, tensors=True, build_models=True):
 def read_official_pt(path):
     """Any PyTorch/ultralytics ``.pt`` as plain data, no framework needed: ``model`` and ``ema`` are
     :class:`ModelRecord` (or None) with numpy state dicts in the stored dtype (fp16 for release files)."""
-    obj = load_checkpoint(path, tensors=False, build_models=False)
+    obj = load_checkpoint(path, tensors=False)
     if isinstance(obj, ModelRecord):  # a bare pickled model (torch.save(model))
         obj = {"model": obj}
     if not isinstance(obj, dict):
@@ -103,7 +105,7 @@ def read_official_pt(path):
     return obj
 
 
-def load_any(path, map_location=None, tensors=False, build_models=False):
+def load_any(path, map_location=None, tensors=False, build_models=None):
     """Any checkpoint -> a dict. Defaults give plain data (numpy, ModelRecord) for every format, so callers such
     as ``attempt_load`` need no branch on the file type."""
     path = pathlib.Path(path)

@@ -18,7 +18,7 @@ import zlib
 
 import numpy as np
 
-from utils.checkpoint.records import DAMAGED_REMEDY, CheckpointError, ModelRecord, build_model, from_numpy
+from utils.checkpoint.records import DAMAGED_REMEDY, CheckpointError, ModelRecord, from_numpy, model_builder
 
 MAGIC = b"YOLOv5CK"
 TRAILER_MAGIC = b"YOLOv5END"
@@ -28,7 +28,7 @@ TRAIL = struct.Struct("<9sQI")
 
 
 def _backend():
-    from utils import backend
+    from utils import backend  # framework choice: with tensors=False the file is read without one
     return backend
 
 
@@ -130,21 +130,23 @@ class _Decoder:
             rec = ModelRecord(self.dec(x["v"]))
             self.tensors = saved_tensors
             if self.build_models and isinstance(rec.get("yaml"), dict):  # a YOLOv5 model; other modules stay records
-                m = build_model(rec, source=self.path)
+                m = self.build_models(rec, source=self.path)
                 return m.to(self.map_location) if self.map_location is not None else m
             return rec
         raise CheckpointError(f"{self.path}: unknown node type {t!r} in checkpoint")
 
 
-def load_legacy_checkpoint(path, map_location=None, tensors=True, build_models=True):
+def load_legacy_checkpoint(path, map_location=None, tensors=True, build_models=None):
     """Read a 'YOLOv5CK' file.
 
     tensors=True rebuilds framework tensors (on ``map_location`` if given) through ``utils.backend.from_numpy``;
-    False leaves numpy arrays (no framework needed). Stored models come back as float32 ``DetectionModel``s
-    (build_models=True) or as :class:`ModelRecord`."""
+    False leaves numpy arrays (no framework needed). Stored models come back as :class:`ModelRecord`, or as what
+    the ``build_models(record, source)`` callable makes of them (models.from_record.build_model: float32
+    ``DetectionModel``s)."""
     header, buf, start = _read_own(path)
     try:
-        return _Decoder(header, buf, start, str(path), tensors, map_location, build_models).dec(header["tree"])
+        return _Decoder(header, buf, start, str(path), tensors, map_location,
+                        model_builder(build_models)).dec(header["tree"])
     except CheckpointError:
         raise
     except (KeyError, IndexError, TypeError, ValueError) as e:

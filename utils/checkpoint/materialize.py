@@ -5,7 +5,7 @@ import collections
 
 import numpy as np
 
-from utils.checkpoint.records import ModelRecord, build_model, from_numpy
+from utils.checkpoint.records import ModelRecord, from_numpy, model_builder
 from utils.checkpoint.torch_reader import StubObject, TensorData
 
 
@@ -117,13 +117,13 @@ def _stub_tensors(module, prefix=""):
 class Materializer:
     """Converts a read tree once, keeping shared objects shared (one tensor referenced twice stays one tensor)."""
 
-    def __init__(self, tensors=False, build_models=False, map_location=None, source="checkpoint"):
-        self.tensors, self.build_models = tensors, build_models
+    def __init__(self, tensors=False, build_models=None, map_location=None, source="checkpoint"):
+        self.tensors, self.build_models = tensors, model_builder(build_models)
         self.map_location, self.source = map_location, source
         self.memo = {}
         self.bk = None
-        if tensors or build_models:
-            from utils import backend
+        if tensors or self.build_models:
+            from utils import backend  # framework choice: plain-data reads need none
             self.bk = backend
 
     def __call__(self, x):
@@ -151,7 +151,7 @@ class Materializer:
         if _is_stub_module(x):
             rec = stub_model_record(x)
             if self.build_models and isinstance(rec.get("yaml"), dict):  # a YOLOv5 model; other modules: records
-                m = build_model(rec, source=self.source)
+                m = self.build_models(rec, source=self.source)
                 return m.to(self.map_location) if self.map_location is not None else m
             return rec
         if isinstance(x, StubObject):

@@ -1,7 +1,8 @@
-"""Models as plain data (:class:`ModelRecord`) and back: what the readers return for a stored model, and how the
-project rebuilds a float32 DetectionModel from one (yaml -> model, then the weights), whatever wrote the file."""
+"""Models as plain data (:class:`ModelRecord`): what the readers return for a stored model, a live model turned into
+one, and a record's weights copied into a model. Building the model a record describes is the caller's job (the
+package knows no model classes): readers and the writer take a ``build_model(record, source)`` callable, such as
+models/from_record.py's."""
 import collections
-import copy
 
 import numpy as np
 
@@ -23,11 +24,11 @@ class ModelRecord(dict):
 
 
 _LEGACY_KEYS = ("anchor_grid",)  # buffers older YOLOv5 versions saved but the model recomputes
-_MODEL_ATTRS = ("nc", "names", "hyp", "class_weights")  # set on the model by official training; kept on rebuild
+MODEL_ATTRS = ("nc", "names", "hyp", "class_weights")  # set on the model by official training; kept on rebuild
 
 
 def _backend():
-    from utils import backend  # lazy: records are read without a framework too
+    from utils import backend  # framework choice: records are read without a framework too
     return backend
 
 
@@ -92,33 +93,9 @@ def load_record_state_dict(model, state_dict, source="checkpoint"):
     return model
 
 
-def build_model(record, source="checkpoint"):
-    """A float32 DetectionModel from a :class:`ModelRecord` (any format): yaml -> model, weights, names, hyp,
-    class weights, and the train/eval mode it was saved in."""
-    from models.yolo import DetectionModel  # lazy: models import this package
-    cfg = record.get("yaml")
-    if not isinstance(cfg, dict):
-        raise CheckpointError(f"{source}: the stored model has no yaml dict, cannot rebuild it")
-    cfg = copy.deepcopy(cfg)
-    nc = record.get("nc") or cfg.get("nc")
-    model = DetectionModel(cfg, ch=cfg.get("ch", 3), nc=nc)
-    load_record_state_dict(model, record["state_dict"], source)
-    for k in _MODEL_ATTRS:
-        v = record.get(k)
-        if v is None:
-            continue
-        if k == "names" and isinstance(v, (list, tuple)):
-            v = dict(enumerate(v))
-        if k == "class_weights":
-            v = from_numpy(np.asarray(v, dtype=np.float32))
-        setattr(model, k, v)
-    stored_stride = record.get("stride")
-    if stored_stride is not None:
-        ours = np.asarray(tensor_to_numpy(model.stride), dtype=np.float32)
-        if ours.shape != np.asarray(stored_stride).shape or not np.allclose(ours, stored_stride):
-            raise CheckpointError(f"{source}: stored stride {np.asarray(stored_stride).tolist()} differs from the "
-                                  f"rebuilt model's {ours.tolist()}")
-    model = model.float()
-    if "training" in record:
-        model.train(bool(record["training"]))
-    return model
+def model_builder(build_models):
+    """The model builder a reader was given: None/False (stored models stay records) or a callable."""
+    if build_models is True:
+        raise TypeError("build_models takes the model builder to use (e.g. models.from_record.build_model): the "
+                        "checkpoint package does not import model classes")
+    return build_models or None

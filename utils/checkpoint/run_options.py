@@ -15,6 +15,8 @@ import functools
 import pathlib
 import subprocess
 
+from utils.dataset_config import find_yaml
+
 # official train.py flags (ultralytics/yolov5 5081342f) and their defaults, in its order; save_dir comes last
 OFFICIAL_OPT_DEFAULTS = {
     "weights": "yolov5s.pt", "cfg": "", "data": "data/coco128.yaml", "hyp": "data/hyps/hyp.scratch-low.yaml",
@@ -52,7 +54,6 @@ def _resolved_data(data):
     if not isinstance(data, (str, pathlib.PurePath)) or not str(data):
         return data
     try:
-        from utils.dataset_config import find_yaml
         return str(pathlib.Path(find_yaml(data)).resolve())
     except Exception:  # a dataset that cannot be found now is reported where it is used, not here
         return str(data)

@@ -20,7 +20,7 @@ from utils.backend_choice import BACKEND_NAMES
 from utils.checkpoint.encoder import Half
 from utils.checkpoint.files import load_checkpoint, save_checkpoint
 from utils.checkpoint.optimizer_state import complete_torch_groups, optimizer_state_for_backend
-from utils.checkpoint.run_options import git_info, official_opt
+from utils.checkpoint.run_options import git_info
 
 OFFICIAL_KEYS = ("epoch", "best_fitness", "model", "ema", "updates", "optimizer", "opt", "git", "date")
 LOGGER = logging.getLogger("yolov5")
@@ -31,7 +31,7 @@ def get_rng_states():
     """The generators a resumed run continues. framework_backend names the backend whose generator wrote
     'framework': PyTorch's and OneFlow's CPU generator states differ in size and layout, so a resume decides by that
     name whether the state can be put back."""
-    from utils import backend
+    from utils import backend  # framework choice: the package imports none until a run needs one
     return {"python": random.getstate(), "numpy": np.random.get_state(), "framework": backend.get_rng_state(),
             "framework_backend": backend.BACKEND}
 
@@ -52,7 +52,7 @@ def framework_rng_writer(s, current, current_state_size):
 def set_rng_states(s):
     """Put back the python and numpy generators, and the framework's when this backend wrote it. Returns None when
     everything was restored, else the backend that wrote the framework state left out (a resume across backends)."""
-    from utils import backend
+    from utils import backend  # framework choice: the package imports none until a run needs one
     random.setstate(_as_tuple(s["python"]))
     np.random.set_state(_as_tuple(s["numpy"]))
     if s.get("framework") is None:
@@ -81,27 +81,31 @@ def best_fitness_value(v):
     return float(np.asarray(v, dtype=np.float64).reshape(-1)[0]) if v is not None else 0.0
 
 
-def training_checkpoint(epoch, model, ema, optimizer, opt, opt_hyp, best_fitness, extra):
+def training_checkpoint(epoch, model, ema, optimizer, recorded_opt, best_fitness, extra):
     """The dict saved as last.pt/best.pt/epochN.pt: official keys first, then ``extra`` (this project's resume
-    state) and the fp32 copies of model and EMA. ``model`` must be the bare model (no DDP wrapper)."""
+    state) and the fp32 copies of model and EMA. ``model`` must be the bare model (no DDP wrapper);
+    ``recorded_opt`` the options as official checkpoints hold them (run_options.official_opt)."""
     optimizer_state = complete_torch_groups(optimizer_state_for_backend(optimizer.state_dict(), "torch"))
     ckpt = {"epoch": epoch, "best_fitness": float(best_fitness), "model": Half(model), "ema": Half(ema.ema),
-            "updates": ema.updates, "optimizer": optimizer_state, "opt": official_opt(opt, opt_hyp),
+            "updates": ema.updates, "optimizer": optimizer_state, "opt": recorded_opt,
             "git": git_info(str(_ROOT)), "date": datetime.now().isoformat(),
             "model_float32": float_state_dict(model), "ema_float32": float_state_dict(ema.ema)}
     ckpt.update(extra)
     return ckpt
 
 
-def strip_optimizer(f="best.pt", s="", save=save_checkpoint, also=()):
+def strip_optimizer(f="best.pt", s="", save=save_checkpoint, also=(), build_model=None):
     """Make a final checkpoint as the official trainer does: model = the EMA in fp16 with requires_grad off;
     optimizer, ema, updates, best_fitness None; epoch -1. This project's exact-resume keys are dropped.
     also: files that hold the same checkpoint as f (best.pt saved in the same epoch as last.pt), written from the
-    same stripped contents instead of being read and stripped again."""
+    same stripped contents instead of being read and stripped again. build_model(record, source): the model
+    builder the stored model is rebuilt with (models.from_record.build_model; this package knows no model class)."""
+    if build_model is None:
+        raise TypeError("strip_optimizer needs build_model= (e.g. models.from_record.build_model)")
     level = LOGGER.level
     LOGGER.setLevel(logging.WARNING)  # rebuilding the model would print its layer table again
     try:
-        x = load_checkpoint(f, map_location="cpu")
+        x = load_checkpoint(f, map_location="cpu", build_models=build_model)
     finally:
         LOGGER.setLevel(level)
     model = x["ema"] if x.get("ema") is not None else x["model"]

@@ -20,11 +20,12 @@ from utils.data.files import HELP_URL, WARN, img2label_paths, list_image_files
 from utils.data.image_cache import fill_image_cache, ram_cache_fits
 from utils.data.label_cache import (CACHE_VERSION, cache_key, cache_path_for, read_cache,
                                     remove_stale_cache_temp_files, write_cache)
+from utils.boxes import xywhn2xyxy, xyxy2xywhn
 from utils.data.labels import LabelError, check_classes, require_labels, scan_labels
 from utils.data.mosaic import MosaicMixin
 from utils.data.rect import rect_batch_shapes, rect_order
 from utils.data.sampler import rank_share
-from utils.general import LOGGER, xywhn2xyxy, xyxy2xywhn
+from utils.log import LOGGER
 
 _CACHE_IMAGES = {True: "ram", "True": "ram", "true": "ram", False: None, "": None}
 

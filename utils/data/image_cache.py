@@ -10,8 +10,9 @@ import numpy as np
 
 from utils.atomic_files import remove_stale_temp_files, write_atomically
 from utils.data.files import NUM_THREADS, WARN, is_writeable
-from utils.general import LOGGER
+from utils.log import LOGGER
 from utils.memory_limits import memory_available
+from utils.settings import CACHE_DIR
 
 
 def _mem_available():
@@ -24,7 +25,7 @@ def disk_cache_dir(im_dir):
     im_dir = Path(im_dir)
     if is_writeable(im_dir):
         return im_dir
-    base = Path(os.environ.get("YOLO_CACHE_DIR", Path.home() / ".cache" / "yolov5"))
+    base = CACHE_DIR.get()
     return base / "npy" / hashlib.sha1(str(im_dir.resolve()).encode()).hexdigest()[:16]
 
 

@@ -17,12 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from utils.atomic_files import remove_stale_temp_files, write_atomically
+from utils.atomic_files import ZIP_MAGIC, remove_stale_temp_files, write_atomically
 from utils.data.files import WARN, is_writeable
-from utils.general import LOGGER
+from utils.log import LOGGER
 
 CACHE_VERSION = "yolov5-fast-2"
-_ZIP_MAGIC = b"PK\x03\x04"
 
 
 class CacheFormatError(ValueError):
@@ -110,7 +109,7 @@ def read_cache(path, key, allowed_files, prefix=""):
     version and key are checked, and nothing in it is ever unpickled."""
     try:
         with open(path, "rb") as f:
-            if f.read(4) != _ZIP_MAGIC:
+            if f.read(4) != ZIP_MAGIC:
                 raise CacheFormatError("not an array archive (an ultralytics or older cache is a pickle)")
             f.seek(0)
             with np.load(f, allow_pickle=False) as z:

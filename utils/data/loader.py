@@ -9,7 +9,7 @@ from utils.data.dataset import LoadImagesAndLabels
 from utils.data.files import WARN
 from utils.data.sampler import SeedWorker, YoloSampler
 from utils.distributed import DistContext
-from utils.general import LOGGER
+from utils.log import LOGGER
 
 
 def create_dataloader(path, imgsz, batch_size, stride, single_cls=False, hyp=None, augment=False, cache=None, pad=0.0,

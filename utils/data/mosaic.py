@@ -13,7 +13,7 @@ import numpy as np
 
 from utils.augmentations import (box_candidates, copy_paste, random_affine_matrix, random_perspective,
                                  transform_boxes, transform_segments, warp_into)
-from utils.general import xywhn2xyxy, xyn2xy
+from utils.boxes import xyn2xy, xywhn2xyxy
 
 
 class MosaicMixin:

@@ -5,7 +5,7 @@ loss by the world size."""
 from utils import backend
 from utils.distributed import watchdog
 from utils.distributed.launch import LaunchError, sync_bn_error
-from utils.general import LOGGER
+from utils.log import LOGGER
 
 
 def wrap_model(model, ctx, device, sync_bn=False):

@@ -6,7 +6,7 @@ honour is refused in one line, and rank i is put on its GPU.
 from utils import backend
 from utils.backend_choice import BACKEND_NAMES
 from utils.errors import UserError
-from utils.general import LOGGER
+from utils.log import LOGGER
 
 LAUNCHERS = ("'python -m torch.distributed.run --nproc_per_node {n} train.py ...'",
              "'python -m oneflow.distributed.launch --nproc_per_node {n} train.py ...'")

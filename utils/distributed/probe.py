@@ -1,13 +1,13 @@
 """An outside observer of a DDP job's ranks, installed from the environment: YOLO_DDP_PROBE=<module> names an
 importable module (e.g. through PYTHONPATH) whose ``attach(model, loader, ctx)`` is called on every rank once the
-model is wrapped for DDP. The DDP tests use it (tests/ddp_probe.py) to record what each rank held and iterated and to
-crash a rank on purpose; unset, nothing is imported or attached."""
+model is wrapped for DDP. The DDP tests use it (tests/helpers/ddp_probe.py) to record what each rank held and
+iterated and to crash a rank on purpose; unset, nothing is imported or attached."""
 import importlib
-import os
 
 from utils.errors import UserError
+from utils.settings import DDP_PROBE
 
-ENV = "YOLO_DDP_PROBE"
+ENV = DDP_PROBE.name
 
 
 class ProbeError(UserError, RuntimeError):
@@ -16,7 +16,7 @@ class ProbeError(UserError, RuntimeError):
 
 def attach(model, loader, ctx):
     """Import the named probe and attach it; returns the probe module, or None when none is named."""
-    name = os.environ.get(ENV, "").strip()
+    name = DDP_PROBE.get()
     if not name:
         return None
     try:

@@ -23,6 +23,7 @@ import threading
 import time
 
 from utils.distributed.context import DistContext
+from utils.settings import DDP_PEER_TIMEOUT, DDP_TIMEOUT, DDP_WATCHDOG_PORT
 
 EXIT_CODE = 3
 MAGIC = b"YOLOv5-DDP-watchdog-1\n"
@@ -37,7 +38,8 @@ def _env_int(name, default):
 
 
 def watchdog_port():
-    return _env_int("YOLO_DDP_WATCHDOG_PORT", _env_int("MASTER_PORT", 29500) + 1)
+    port = DDP_WATCHDOG_PORT.get()
+    return _env_int("MASTER_PORT", 29500) + 1 if port is None else port
 
 
 class Watchdog(threading.Thread):
@@ -268,8 +270,7 @@ def finish():
 
 
 if __name__ == "__main__":  # the watchdog tests' stand-in rank: it only runs the watchdog, beating until killed
-    start(DistContext.from_env(), stall_timeout_s=float(os.environ.get("YOLO_DDP_TIMEOUT", "10800")),
-          peer_timeout_s=float(os.environ.get("YOLO_DDP_PEER_TIMEOUT", "60")))
+    start(DistContext.from_env(), stall_timeout_s=DDP_TIMEOUT.get(), peer_timeout_s=DDP_PEER_TIMEOUT.get())
     print(f"ready {os.getpid()}", flush=True)
     end = time.monotonic() + float(sys.argv[1]) if len(sys.argv) > 1 else float("inf")
     while time.monotonic() < end:

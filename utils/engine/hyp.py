@@ -3,7 +3,7 @@ from pathlib import Path
 
 import yaml
 
-from utils.general import ROOT, find_repo_file
+from utils.paths import ROOT, find_repo_file
 
 
 def load_hyp(hyp):

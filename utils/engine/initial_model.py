@@ -8,26 +8,26 @@ from models.yolo import Model
 from utils import backend
 from utils.checkpoint import load_any
 from utils.engine.errors import TrainingError
-from utils.general import LOGGER
+from utils.log import LOGGER
 from utils.torch_utils import intersect_dicts
 
 
-def initial_model(opt, hyp, nc, device, ckpt=None):
+def initial_model(opt, hyp, nc, device, ckpt=None, model_class=Model):
     """The model on `device`, frozen layers set. ckpt: the loaded last.pt of a resumed run (exact fp32 weights from
-    this project's files, fp16 ones from official files)."""
+    this project's files, fp16 ones from official files); model_class: the task's network (Task.model_class)."""
     weights = str(opt.weights or "")
     if ckpt is not None:
         model = ckpt["model"]
     elif weights:
-        model = pretrained_model(weights, opt.cfg, nc, hyp.get("anchors"))
+        model = pretrained_model(weights, opt.cfg, nc, hyp.get("anchors"), model_class)
     else:
-        model = Model(opt.cfg, ch=3, nc=nc, anchors=hyp.get("anchors"))
+        model = model_class(opt.cfg, ch=3, nc=nc, anchors=hyp.get("anchors"))
     model = model.to(device)
     freeze(model, opt.freeze)
     return model
 
 
-def pretrained_model(weights, cfg, nc, anchors=None):
+def pretrained_model(weights, cfg, nc, anchors=None, model_class=Model):
     """A model from cfg (or the checkpoint's yaml) with every matching pretrained tensor transferred."""
     if not Path(weights).is_file():
         raise TrainingError(f"--weights {weights} not found (this project downloads nothing): give a path to a "
@@ -35,7 +35,7 @@ def pretrained_model(weights, cfg, nc, anchors=None):
                             "scratch.")
     ck = load_any(weights)
     rec = ck.get("model") or ck.get("ema")
-    model = Model(cfg or rec["yaml"], ch=3, nc=nc, anchors=anchors)
+    model = model_class(cfg or rec["yaml"], ch=3, nc=nc, anchors=anchors)
     exclude = ["anchor"] if (cfg or anchors) else []  # keep the yaml's/hyp's anchors
     own = model.state_dict()
     csd = {k: backend.from_numpy(np.asarray(v, dtype=np.float32) if np.asarray(v).dtype.kind == "f" else v)

@@ -8,6 +8,8 @@ import numpy as np
 from utils import backend
 from utils.distributed import DistContext
 from utils.plot_jobs import PlotJobs
+from utils.tasks import Task
+from utils.tasks.detect import DETECT
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,40 @@ class Precision:
     @property
     def autocast(self):
         return self.dtype is not None
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The train.py flags the loop's hooks act on, typed and read once from the options (the hooks never see opt)."""
+    workers: int = 8
+    single_cls: bool = False
+    noval: bool = False  # validate the final epoch only
+    nosave: bool = False  # save the final checkpoint only
+    noplots: bool = False
+    evolve: bool = False  # a generation of --evolve: no final evaluation
+    save_period: int = -1  # epochN.pt every this many epochs (< 1: never)
+    image_weights: bool = False
+    patience: int = 100  # early-stop patience, in epochs without improvement
+
+    @classmethod
+    def from_opt(cls, opt):
+        return cls(workers=int(opt.workers), single_cls=bool(opt.single_cls), noval=bool(opt.noval),
+                   nosave=bool(opt.nosave), noplots=bool(opt.noplots), evolve=bool(opt.evolve),
+                   save_period=int(opt.save_period), image_weights=bool(opt.image_weights),
+                   patience=int(opt.patience))
+
+
+@dataclass(frozen=True)
+class FastPaths:
+    """This project's speed flags, read once: --multi_tensor_optimizer (multi-tensor optimizer step, EMA update and
+    gradient-clip norm) and --bbox_iou_optim (the fused CIoU of the loss)."""
+    multi_tensor: bool = False
+    fused_iou: bool = False
+
+    @classmethod
+    def from_opt(cls, opt):
+        return cls(multi_tensor=bool(getattr(opt, "multi_tensor_optimizer", False)),
+                   fused_iou=bool(getattr(opt, "bbox_iou_optim", False)))
 
 
 @dataclass
@@ -69,10 +105,12 @@ class TrainingParts:
     gs: int = 32  # grid size: the model's largest stride (at least 32)
     multi_scale: bool = False
     quad: bool = False
-    fused_clip: bool = False  # --multi_tensor_optimizer: one multi-tensor norm for the gradient clip
+    fast: FastPaths = field(default_factory=FastPaths)  # the step reads .multi_tensor (the gradient-clip norm)
     state: TrainingState = field(default_factory=TrainingState)
     # what the hooks need
-    opt: Any = None  # the run's options (argparse.Namespace)
+    task: Task = field(default_factory=lambda: DETECT)  # the task plug-in (utils/tasks/): loss names, plots, metrics
+    options: RunOptions = field(default_factory=RunOptions)
+    recorded_opt: dict = field(default_factory=dict)  # the options as every checkpoint records them ('opt')
     hyp: dict = field(default_factory=dict)  # scaled as the loss uses them, weight decay scaled to the batch
     opt_hyp: dict = field(default_factory=dict)  # as loaded: what opt.yaml and checkpoints record
     data: dict = field(default_factory=dict)  # the dataset dict (check_dataset)

@@ -14,11 +14,12 @@ from utils.checkpoint import load_checkpoint, optimizer_state_for_backend
 from utils.checkpoint.training import best_fitness_value, set_rng_states
 from utils.engine.errors import TrainingError
 from utils.engine.parts import TrainingState
-from utils.general import LOGGER
+from utils.log import LOGGER
 
 
-def read_resume_checkpoint(weights):
-    return load_checkpoint(weights, map_location="cpu")
+def read_resume_checkpoint(weights, build_model):
+    """last.pt with its models rebuilt by the task's model builder (Task.build_model)."""
+    return load_checkpoint(weights, map_location="cpu", build_models=build_model)
 
 
 def restore_training_state(ckpt, optimizer, scaler, ema, device, epochs, name="last.pt"):

@@ -10,13 +10,13 @@ from utils.atomic_files import remove_stale_temp_files, write_atomically
 from utils.checkpoint.run_options import official_opt
 from utils.engine.errors import TrainingError
 from utils.engine.parts import RunFolder
-from utils.general import LOGGER, colorstr
-from utils.loggers import Loggers
+from utils.log import LOGGER, colorstr
+from utils.loggers import KEYS, Loggers
 
 
-def prepare_run_folder(opt, hyp, dist):
+def prepare_run_folder(opt, hyp, dist, results_keys=None):
     """RunFolder for opt.save_dir (claimed by train.py). hyp is the run's hyperparameters as loaded. Returns
-    (RunFolder, Loggers or None)."""
+    (RunFolder, Loggers or None). results_keys: results.csv's columns (the task's; detection's when None)."""
     run = RunFolder(save_dir=Path(opt.save_dir))
     # What a Ctrl-C's exit line reports: the checkpoint on disk, read from the file (DDP: rank 0 reports).
     signals.describe_on_disk((lambda: signals.checkpoint_status(run.last)) if dist.is_main else None)
@@ -45,4 +45,4 @@ def prepare_run_folder(opt, hyp, dist):
     for name, content in (("hyp.yaml", hyp), ("opt.yaml", official_opt(opt, hyp))):
         text = yaml.safe_dump(content, sort_keys=False).encode()
         write_atomically(run.save_dir / name, lambda f, text=text: f.write(text), mode=0o644)
-    return run, Loggers(run.save_dir, opt, hyp)
+    return run, Loggers(run.save_dir, opt, hyp, keys=KEYS if results_keys is None else results_keys)

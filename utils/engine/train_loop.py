@@ -20,15 +20,14 @@ from utils.backend import F
 from utils.checkpoint import save_checkpoint
 from utils.checkpoint.training import get_rng_states, strip_optimizer, training_checkpoint
 from utils.distributed.collectives import broadcast_flag
-from utils.engine.class_weights import resample_by_image_weights
+from utils.data.class_weights import resample_by_image_weights
 from utils.engine.errors import NonFiniteLossError, TrainingError
 from utils.engine.finite_weights import check_weights_before_save
 from utils.engine.schedule import set_param_groups
 from utils.evaluation import validate_model
-from utils.general import LOGGER, colorstr
+from utils.log import LOGGER, colorstr
 from utils.loss_readback import LossReadback
-from utils.metrics import fitness
-from utils.plots import images_as_drawn, plot_images
+from utils.plots import images_as_drawn
 from utils.torch_utils import EarlyStopping, de_parallel
 
 CLIP_NORM = 10.0  # gradient norm clip, as the official trainer
@@ -84,8 +83,8 @@ class TrainLoop:
         self.epoch, self.iter = state.start_epoch, 0  # the current epoch, and the batch index within it
         self.nb = len(parts.train_loader)  # batches per epoch
         self.last_opt_step = state.last_opt_step
-        self.readback = LossReadback(parts.device)
-        self.mloss = np.zeros(3)  # the epoch's mean box, obj, cls loss as last read back
+        self.readback = LossReadback(parts.device, n_items=len(parts.task.loss_names))
+        self.mloss = np.zeros(len(parts.task.loss_names))  # the epoch's mean loss items as last read back
         self.losses_read = None  # mloss when this step read the losses back, else None
         self.imgs = self.targets = self.paths = None  # the current step's batch, for after_step hooks
         self.lrs = []  # group lrs at the end of the epoch (results.csv x/lr0..2)
@@ -140,7 +139,7 @@ class TrainLoop:
         sampler = getattr(p.train_loader, "sampler", None)
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(self.epoch)  # a fresh, epoch-seeded shuffle: the same order after a resume
-        self.mloss = np.zeros(3)
+        self.mloss = np.zeros(len(self.parts.task.loss_names))
         self.readback.reset()
         p.optimizer.zero_grad()
         for self.iter, batch in enumerate(p.train_loader):
@@ -185,7 +184,7 @@ class TrainLoop:
     def optimizer_step(self):
         p = self.parts
         p.scaler.unscale_(p.optimizer)
-        backend.clip_grad_norm_(p.model.parameters(), CLIP_NORM, fused=p.fused_clip)
+        backend.clip_grad_norm_(p.model.parameters(), CLIP_NORM, fused=p.fast.multi_tensor)
         p.scaler.step(p.optimizer)
         p.scaler.update()
         p.optimizer.zero_grad()
@@ -234,20 +233,21 @@ class ProgressHook(HookBase):
         p = self.loop.parts
         self.t0 = time.time()
         LOGGER.info(f"Image sizes {p.imgsz} train, {p.imgsz} val\n"
-                    f"Using {getattr(p.train_loader, 'num_workers', p.opt.workers)} dataloader workers\n"
+                    f"Using {getattr(p.train_loader, 'num_workers', p.options.workers)} dataloader workers\n"
                     f"Logging results to {colorstr('bold', p.run.save_dir)}\nStarting training for "
                     f"{self.loop.epochs} epochs...")
 
     def before_epoch(self):
-        LOGGER.info(("\n" + "%11s" * 7) % ("Epoch", "GPU_mem", "box_loss", "obj_loss", "cls_loss", "Instances", "Size"))
+        names = self.loop.parts.task.loss_names
+        LOGGER.info(("\n" + "%11s" * (4 + len(names))) % ("Epoch", "GPU_mem", *names, "Instances", "Size"))
         self.bar = tqdm(total=self.loop.nb, bar_format="{l_bar}{bar:10}{r_bar}")
 
     def after_step(self):
         loop = self.loop
         if loop.losses_read is not None:
             mem = f"{backend.memory_reserved_gb(loop.parts.device):.3g}G"
-            self.bar.set_description(("%11s" * 2 + "%11.4g" * 5) % (f"{loop.epoch}/{loop.epochs - 1}", mem, *loop.mloss,
-                                                                     loop.targets.shape[0], loop.imgs.shape[-1]))
+            row = (f"{loop.epoch}/{loop.epochs - 1}", mem, *loop.mloss, loop.targets.shape[0], loop.imgs.shape[-1])
+            self.bar.set_description(("%11s" * 2 + "%11.4g" * (len(row) - 2)) % row)
         self.bar.update(1)
 
     def after_epoch(self):
@@ -265,16 +265,17 @@ class TrainBatchPlotHook(HookBase):
         loop = self.loop
         if loop.ni < 3:
             f = loop.parts.run.save_dir / f"train_batch{loop.ni}.jpg"
-            loop.parts.plots.submit(f.name, plot_images, images_as_drawn(loop.imgs), backend.to_numpy(loop.targets),
-                                    loop.paths, f)
+            loop.parts.plots.submit(f.name, loop.parts.task.plot_batch, images_as_drawn(loop.imgs),
+                                    backend.to_numpy(loop.targets), loop.paths, f)
 
 
 def validate(parts, model, plots=False, **kw):
     """(P, R, mAP50, mAP50-95, val box, obj, cls) as floats and the per-class mAPs of model on the validation set."""
     half = parts.precision.autocast and backend.is_cuda(parts.device)  # CPU bf16 autocast keeps fp32 weights
-    results, maps, _ = validate_model(model, parts.val_loader, parts.data, single_cls=parts.opt.single_cls, half=half,
-                                      compute_loss=parts.compute_loss, save_dir=parts.run.save_dir, plots=plots,
-                                      plot_jobs=parts.plots, **kw)  # leaves the model in fp32, where the EMA averages
+    results, maps, _ = validate_model(model, parts.val_loader, parts.data, single_cls=parts.options.single_cls,
+                                      half=half, compute_loss=parts.compute_loss, save_dir=parts.run.save_dir,
+                                      plots=plots, plot_jobs=parts.plots, task_plugin=parts.task,
+                                      **kw)  # leaves the model in fp32, where the EMA averages
     return tuple(float(x) for x in results), np.asarray(maps, dtype=np.float64)
 
 
@@ -285,15 +286,15 @@ class ValidationHook(HookBase):
     def before_epoch(self):
         loop, p = self.loop, self.loop.parts
         final = loop.epoch + 1 == loop.epochs or loop.stop_possible  # what after_epoch will call final_epoch
-        if (not p.opt.noval or final) and hasattr(p.val_loader, "start"):
+        if (not p.options.noval or final) and hasattr(p.val_loader, "start"):
             p.val_loader.start()
 
     def after_epoch(self):
         loop, p = self.loop, self.loop.parts
         p.ema.update_attr(de_parallel(p.model), include=["yaml", "nc", "hyp", "names", "stride", "class_weights"])
-        if not p.opt.noval or loop.final_epoch:
+        if not p.options.noval or loop.final_epoch:
             loop.results, loop.maps = validate(p, p.ema.ema)
-        loop.fitness = float(fitness(np.asarray(loop.results, dtype=np.float64)))
+        loop.fitness = float(p.task.fitness(np.asarray(loop.results, dtype=np.float64)))
         if loop.fitness > loop.best_fitness:
             loop.best_fitness, loop.best_epoch = loop.fitness, loop.epoch
 
@@ -346,7 +347,7 @@ def checkpoint_contents(loop):
     p = loop.parts
     extra = {"best_epoch": loop.best_epoch, "scaler": p.scaler.state_dict(), "last_opt_step": loop.last_opt_step,
              "maps": loop.maps, "rng": get_rng_states(), "hyp": p.hyp, "names": p.names, "nc": p.nc}
-    return training_checkpoint(loop.epoch, de_parallel(p.model), p.ema, p.optimizer, p.opt, p.opt_hyp,
+    return training_checkpoint(loop.epoch, de_parallel(p.model), p.ema, p.optimizer, p.recorded_opt,
                                loop.best_fitness, extra)
 
 
@@ -356,7 +357,7 @@ class CheckpointHook(HookBase):
 
     def after_epoch(self):
         loop, p = self.loop, self.loop.parts
-        opt, run = p.opt, p.run
+        opt, run = p.options, p.run
         if opt.nosave and not (loop.final_epoch and not opt.evolve):
             return
         check_weights_before_save(p, loop.epoch)  # a NaN weight never replaces the last good checkpoint
@@ -377,7 +378,7 @@ class FinishHook(HookBase):
 
     def after_train(self):
         loop, p = self.loop, self.loop.parts
-        opt, run = p.opt, p.run
+        opt, run = p.options, p.run
         if p.loggers is not None:  # results.csv is complete: results.png is drawn while best.pt is validated
             p.loggers.on_train_end(plots=not opt.noplots, draw=p.plots.submit)
         if run.best.exists() and not opt.evolve and hasattr(p.val_loader, "start"):
@@ -390,12 +391,12 @@ class FinishHook(HookBase):
             if not f.exists():
                 continue
             if f == run.last:
-                strip_optimizer(f, save=save_ckpt, also=(run.best,) if same else ())
+                strip_optimizer(f, save=save_ckpt, also=(run.best,) if same else (), build_model=p.task.build_model)
             elif not same:
-                strip_optimizer(f, save=save_ckpt)
+                strip_optimizer(f, save=save_ckpt, build_model=p.task.build_model)
             if f == run.best and not opt.evolve:
                 LOGGER.info(f"\nValidating {f}...")
-                model = attempt_load(f, p.device, fuse=True)
+                model = attempt_load(f, p.device, fuse=True, build_model=p.task.build_model)
                 loop.results, _ = validate(p, model, plots=not opt.noplots, verbose=True,
                                            iou_thres=0.65 if p.is_coco else 0.60, save_json=p.is_coco)
         p.plots.wait()  # every plot file written before the closing line
@@ -406,7 +407,7 @@ def default_hooks(parts):
     """The hooks of a train.py run. Every process stops at the safe points; the main process alone validates, logs
     and saves. Order matters: validation before early stop, the results.csv row before the checkpoint (a resume
     trims rows its checkpoint lacks, never the reverse), checkpoints before the final evaluation strips them."""
-    opt = parts.opt
+    opt = parts.options
     hooks = [SafePointHook(), ImageWeightsHook() if opt.image_weights else None]
     if not parts.dist.is_main:
         return [h for h in hooks if h is not None]

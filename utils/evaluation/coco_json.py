@@ -6,7 +6,15 @@ from pathlib import Path
 
 import numpy as np
 
-from utils.general import LOGGER, coco80_to_coco91_class, xyxy2xywh
+from utils.boxes import xyxy2xywh
+from utils.log import LOGGER
+
+
+def coco80_to_coco91_class():
+    """COCO's 80 training classes -> the category ids (1..90, with gaps) of the official annotation files."""
+    return [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 27, 28, 31, 32, 33,
+            34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61,
+            62, 63, 64, 65, 67, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 84, 85, 86, 87, 88, 89, 90]
 
 
 def is_coco_dataset(data):
@@ -57,8 +65,8 @@ class CocoPredictions:
             LOGGER.info(f"No COCO annotations at {self.anno_json}: predictions saved, pycocotools evaluation skipped.")
             return None
         try:
-            from pycocotools.coco import COCO
-            from pycocotools.cocoeval import COCOeval
+            from pycocotools.coco import COCO  # optional, --save-json only (and it loads matplotlib)
+            from pycocotools.cocoeval import COCOeval  # optional, as above
         except ImportError:
             LOGGER.info("pycocotools is not installed ('pip install pycocotools'): COCO evaluation skipped.")
             return None

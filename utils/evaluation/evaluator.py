@@ -17,10 +17,11 @@ from pathlib import Path
 import numpy as np
 
 from utils.evaluation.matching import labels_in_pixels, match_image
-from utils.general import LOGGER
 from utils.inference.label_txt import write_label_txt
+from utils.log import LOGGER
 from utils.metrics import ConfusionMatrix, ap_per_class
 from utils.plot_jobs import inline
+from utils.plots import images_as_drawn, output_to_target, plot_images
 
 IOU_THRESHOLDS = np.linspace(0.5, 0.95, 10)  # mAP@0.5:0.95
 TABLE_HEADER = ("%22s" + "%11s" * 6) % ("Class", "Images", "Instances", "P", "R", "mAP50", "mAP50-95")
@@ -30,7 +31,7 @@ _ROW = "%22s" + "%11i" * 2 + "%11.3g" * 4
 def _numpy(x):
     if isinstance(x, np.ndarray):
         return x
-    from utils.backend import to_numpy
+    from utils.backend import to_numpy  # framework choice: numpy-only callers load none
     return to_numpy(x)
 
 
@@ -114,7 +115,6 @@ class DetectionEvaluator:
         """With plots, the first three batches as val_batch{i}_labels.jpg and val_batch{i}_pred.jpg."""
         if not self.plots or batch_i >= 3:
             return
-        from utils.plots import images_as_drawn, output_to_target, plot_images
         labels = labels_in_pixels(targets, im.shape[2:])
         im = images_as_drawn(im)
         for kind, targets in (("labels", labels), ("pred", output_to_target(preds, max_det=max_det))):

@@ -1,7 +1,7 @@
 """One image's predictions against its labels, in original image pixels."""
 import numpy as np
 
-from utils.general import scale_boxes, xywh2xyxy
+from utils.boxes import scale_boxes, xywh2xyxy
 from utils.inference.steps import to_original
 from utils.metrics import match_predictions
 
@@ -9,7 +9,7 @@ from utils.metrics import match_predictions
 def labels_in_pixels(targets, input_hw):
     """The loader's targets (m, 6) [image index, cls, x, y, w, h] normalized to the input -> a float32 numpy copy
     with x, y, w, h in pixels of the letterboxed input (height, width)."""
-    from utils.backend import to_numpy
+    from utils.backend import to_numpy  # framework choice: numpy targets need none
     t = (targets if isinstance(targets, np.ndarray) else to_numpy(targets)).astype(np.float32)
     h, w = input_hw
     t[:, 2:] *= np.array((w, h, w, h), np.float32)

@@ -9,14 +9,17 @@ model and loader from --weights and --data and calls run_validation itself.
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from utils import signals
 from utils.backend import inference_mode, is_cuda, to_numpy, torch
+from utils.dataset_config import check_dataset
 from utils.evaluation.coco_json import CocoPredictions
 from utils.evaluation.evaluator import IOU_THRESHOLDS, TABLE_HEADER, DetectionEvaluator
-from utils.general import LOGGER, non_max_suppression
 from utils.inference.profile import Profile, ms_per_image
 from utils.inference.steps import preprocess
+from utils.log import LOGGER
+from utils.nms import non_max_suppression
 from utils.plot_jobs import PlotJobs
 
 TQDM_BAR_FORMAT = "{l_bar}{bar:10}{r_bar}"
@@ -48,11 +51,6 @@ def evaluator_for_dataset(data, names, save_dir=Path(""), single_cls=False, plot
 
 
 def _progress(dataloader):
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        LOGGER.info(TABLE_HEADER)
-        return dataloader
     return tqdm(dataloader, desc=TABLE_HEADER, bar_format=TQDM_BAR_FORMAT)
 
 
@@ -64,29 +62,31 @@ def _hybrid_labels(targets, nb, width, height):
 
 @inference_mode()
 def run_validation(model, dataloader, evaluator, compute_loss=None, half=False, augment=False, conf_thres=0.001,
-                   iou_thres=0.6, max_det=300, save_hybrid=False, speed_shape=None, plot_jobs=None):
+                   iou_thres=0.6, max_det=300, save_hybrid=False, speed_shape=None, plot_jobs=None,
+                   postprocess=non_max_suppression, n_loss_items=3):
     """Validate model (in eval mode and the precision half says) on dataloader's (im, targets, paths, shapes)
     batches. compute_loss: also average the (box, obj, cls) losses, from the raw maps an eval-mode model returns;
     speed_shape: the input shape to name in a printed Speed line (none is printed without it).
     Returns ((P, R, mAP50, mAP50-95, box, obj, cls losses), per-class mAP50-95 (nc,), (pre-process, inference, NMS)
     ms per image): what val.run returns. With evaluator.plots the plot files are drawn beside the batches by
     plot_jobs (a utils.plot_jobs.PlotJobs: the trainer's; one of its own when None) and all written when this
-    returns."""
+    returns. postprocess: the task's raw predictions -> per-image results (Task.postprocess; detection: NMS);
+    n_loss_items: how many loss items compute_loss returns (len(Task.loss_names); detection: box, obj, cls)."""
     jobs = plot_jobs if plot_jobs is not None else PlotJobs(processes=None if evaluator.plots else False)
     draw, evaluator.draw = evaluator.draw, jobs.submit
     try:
         return _validation_pass(model, dataloader, evaluator, compute_loss, half, augment, conf_thres, iou_thres,
-                                max_det, save_hybrid, speed_shape)
+                                max_det, save_hybrid, speed_shape, postprocess, n_loss_items)
     finally:
         jobs.wait() if plot_jobs is not None else jobs.close()
         evaluator.draw = draw
 
 
 def _validation_pass(model, dataloader, evaluator, compute_loss, half, augment, conf_thres, iou_thres, max_det,
-                     save_hybrid, speed_shape):
+                     save_hybrid, speed_shape, postprocess, n_loss_items):
     device = model_device(model)
     profiles = Profile(device), Profile(device), Profile(device)
-    loss = torch.zeros(3, device=device)
+    loss = torch.zeros(n_loss_items, device=device)
     for batch_i, (im, targets, paths, shapes) in enumerate(_progress(dataloader)):
         signals.check()  # a safe point: Ctrl-C / SIGTERM stop here, never inside the framework
         with profiles[0]:
@@ -102,8 +102,8 @@ def _validation_pass(model, dataloader, evaluator, compute_loss, half, augment, 
             loss += compute_loss(train_out, targets)[1]  # box, obj, cls
         lb = _hybrid_labels(targets, nb, width, height) if save_hybrid else []
         with profiles[2]:
-            preds = non_max_suppression(preds, conf_thres, iou_thres, labels=lb, multi_label=True,
-                                        agnostic=evaluator.single_cls, max_det=max_det)
+            preds = postprocess(preds, conf_thres, iou_thres, labels=lb, multi_label=True,
+                                agnostic=evaluator.single_cls, max_det=max_det)
         evaluator.update(preds, targets, shapes, (height, width), paths)
         evaluator.plot_batch(batch_i, im, targets, preds, paths, max_det=max_det)
 
@@ -123,22 +123,26 @@ def _validation_pass(model, dataloader, evaluator, compute_loss, half, augment, 
 
 def validate_model(model, dataloader, data, single_cls=False, half=False, compute_loss=None, save_dir=Path(""),
                    plots=True, verbose=False, conf_thres=0.001, iou_thres=0.6, max_det=300, augment=False,
-                   save_txt=False, save_hybrid=False, save_conf=False, save_json=False, task="val", plot_jobs=None):
+                   save_txt=False, save_hybrid=False, save_conf=False, save_json=False, task="val", plot_jobs=None,
+                   task_plugin=None):
     """The trainer's validation of an in-memory model (the EMA each epoch, best.pt at the end) on its validation
     loader. data: a dataset dict or YAML path. half: fp16 on CUDA (ignored elsewhere); the model is back in fp32
-    afterwards, so the EMA keeps averaging in fp32. Returns what run_validation returns."""
-    from utils.dataset_config import check_dataset
+    afterwards, so the EMA keeps averaging in fp32. task_plugin: the utils.tasks.Task whose evaluator and
+    post-processing run (None: detection's, defined here). task: the split, as val.py's --task names it.
+    Returns what run_validation returns."""
+    build_evaluator = task_plugin.build_evaluator if task_plugin is not None else evaluator_for_dataset
+    postprocess = task_plugin.postprocess if task_plugin is not None else non_max_suppression
+    n_loss_items = len(task_plugin.loss_names) if task_plugin is not None else 3
     half = half and is_cuda(model_device(model))
     model.half() if half else model.float()
     if isinstance(data, (str, Path)):
         data = check_dataset(data)
     model.eval()
-    evaluator = evaluator_for_dataset(data, model_names(model), save_dir, single_cls=single_cls, plots=plots,
-                                      verbose=verbose, task=task, save_txt=save_txt, save_conf=save_conf,
-                                      save_json=save_json)
+    evaluator = build_evaluator(data, model_names(model), save_dir, single_cls=single_cls, plots=plots,
+                                verbose=verbose, task=task, save_txt=save_txt, save_conf=save_conf, save_json=save_json)
     try:
         return run_validation(model, dataloader, evaluator, compute_loss=compute_loss, half=half, augment=augment,
                               conf_thres=conf_thres, iou_thres=iou_thres, max_det=max_det, save_hybrid=save_hybrid,
-                              plot_jobs=plot_jobs)
+                              plot_jobs=plot_jobs, postprocess=postprocess, n_loss_items=n_loss_items)
     finally:
         model.float()

@@ -1,6 +1,7 @@
 """The export formats of ultralytics/yolov5: their --include names, file suffixes, and which of them this project
 writes and runs. No framework import: the multi-backend loader asks it which format a weights path is."""
 from pathlib import Path
+from urllib.parse import urlparse
 
 
 # (format, --include argument, suffix of the file or folder written beside the weights, CPU, GPU), official order
@@ -39,12 +40,6 @@ NCNN_SUFFIX = "_ncnn_model"
 FLAGS = ("pt", "jit", "onnx", "xml", "engine", "coreml", "saved_model", "pb", "tflite", "edgetpu", "tfjs", "paddle")
 
 
-def export_formats():
-    """The table as a pandas DataFrame with the official columns (Format, Argument, Suffix, CPU, GPU)."""
-    import pandas as pd
-    return pd.DataFrame(FORMATS, columns=["Format", "Argument", "Suffix", "CPU", "GPU"])
-
-
 def format_name(argument):
     return next(f[0] for f in FORMATS if f[1] == argument)
 
@@ -61,7 +56,6 @@ def model_type(path):
     types[FLAGS.index("xml")] |= name.endswith(".xml")
     flags = dict(zip(FLAGS, types))
     flags["ncnn"] = NCNN_SUFFIX in name  # beyond the official table (see RUNTIMES)
-    from urllib.parse import urlparse
     url = urlparse(p)
     flags["triton"] = not (any(types) or flags["ncnn"]) and url.scheme in ("http", "https", "grpc") and bool(url.netloc)
     if not any(flags.values()):

@@ -3,8 +3,11 @@ mode, Detect in export mode (it returns only the decoded predictions, shape (bat
 rebuilt from the input's shape on every call for --dynamic, two dry runs, then fp16 for --half."""
 from dataclasses import dataclass
 
+from models.experimental import attempt_load
+from models.yolo import Detect
 from utils.backend import inference_mode, select_device, torch
 from utils.errors import UserError
+from utils.img_size import check_img_size
 
 
 class ExportError(UserError):
@@ -30,7 +33,6 @@ def check_export_options(device, half, dynamic, optimize):
 
 
 def set_export_mode(model, inplace=False, dynamic=False):
-    from models.yolo import Detect
     for m in model.modules():
         if isinstance(m, Detect):
             m.inplace = inplace
@@ -41,8 +43,6 @@ def set_export_mode(model, inplace=False, dynamic=False):
 @inference_mode()
 def prepare(weights, device="cpu", imgsz=(640, 640), batch_size=1, half=False, inplace=False, dynamic=False,
             optimize=False):
-    from models.experimental import attempt_load
-    from utils.general import check_img_size
     device = select_device(device)
     check_export_options(device, half, dynamic, optimize)
     model = attempt_load(weights, device=device, inplace=True, fuse=True)

@@ -4,12 +4,12 @@ import inspect
 import warnings
 
 from utils.backend import require_pytorch
-from utils.general import LOGGER
+from utils.log import LOGGER
 
 
 def export_onnx(prepared, file, opset=17, dynamic=False, simplify=False, prefix="ONNX:"):
     torch = require_pytorch("ONNX export")
-    import onnx
+    import onnx  # optional dependency: the PyTorch environment installs it
     f = file.with_suffix(".onnx")
     model, im = prepared.model, prepared.im
     axes = None
@@ -29,7 +29,7 @@ def export_onnx(prepared, file, opset=17, dynamic=False, simplify=False, prefix=
     onnx.save(model_onnx, str(f))
     if simplify:
         try:
-            import onnxslim
+            import onnxslim  # optional dependency (--simplify)
             LOGGER.info(f"{prefix} slimming with onnxslim {onnxslim.__version__}...")
             onnx.save(onnxslim.slim(model_onnx), str(f))
         except Exception as e:  # the unsimplified file stays; official behaviour

@@ -16,11 +16,11 @@ def import_openvino():
         if blocked:
             sys.modules["openvino.tools.ovc"] = None  # makes openvino's own optional import of it fail quietly
         try:
-            import openvino  # noqa: F401
+            import openvino  # noqa: F401  (optional dependency)
         finally:
             if blocked:
                 del sys.modules["openvino.tools.ovc"]
-    import openvino
+    import openvino  # optional dependency: the PyTorch environment installs it
     return openvino
 
 

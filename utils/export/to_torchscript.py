@@ -15,7 +15,7 @@ def export_torchscript(prepared, file, optimize=False):
     meta = {"shape": list(prepared.im.shape), **prepared.metadata}
     extra_files = {"config.txt": json.dumps(meta)}
     if optimize:  # the mobile (lite interpreter) format
-        from torch.utils.mobile_optimizer import optimize_for_mobile
+        from torch.utils.mobile_optimizer import optimize_for_mobile  # framework: the real PyTorch only
         optimize_for_mobile(ts)._save_for_lite_interpreter(str(f), _extra_files=extra_files)
     else:
         ts.save(str(f), _extra_files=extra_files)

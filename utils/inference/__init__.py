@@ -2,7 +2,7 @@
 
     loading.py     load_model: DetectMultiBackend (any format, device, fp16, stride, names) + image size check
     steps.py       preprocess (uint8 -> float in [0, 1]) and to_original (boxes back to original pixels);
-                   non-maximum suppression between them is utils.general.non_max_suppression
+                   non-maximum suppression between them is utils.nms.non_max_suppression
     profile.py     Profile: stage timers for the Speed lines
     label_txt.py   write_label_txt: the --save-txt label files of val.py and detect.py (--save-format)
     detector.py    Detector: the small Python API (boxes from paths or arrays)

@@ -16,10 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
+from utils.augmentations import letterbox
 from utils.backend import inference_mode
-from utils.general import non_max_suppression
+from utils.data.media import LoadImages
 from utils.inference.loading import load_model
 from utils.inference.steps import preprocess, to_original
+from utils.nms import non_max_suppression
 
 
 class Detector:
@@ -36,7 +38,6 @@ class Detector:
         self.classes, self.agnostic, self.augment = classes, agnostic, augment
 
     def _letterbox(self, im0):
-        from utils.augmentations import letterbox
         im = letterbox(im0, self.imgsz, stride=self.stride, auto=self.auto)[0]
         return np.ascontiguousarray(im.transpose((2, 0, 1))[::-1])  # HWC BGR -> CHW RGB
 
@@ -65,7 +66,6 @@ class Detector:
                 im0 = np.ascontiguousarray(im0[..., ::-1]) if rgb else im0
                 out.append(self._result(self.infer(self._letterbox(im0), im0), None))
             return out
-        from utils.dataloaders import LoadImages
         dataset = LoadImages([str(s) for s in source] if isinstance(source, (list, tuple)) else str(Path(source)),
                              img_size=self.imgsz, stride=self.stride, auto=self.auto)
         return [self._result(self.infer(im, im0), path) for path, im, im0, _, _ in dataset]

@@ -3,8 +3,8 @@ original image, in the YOLO or the Pascal-VOC box format."""
 import numpy as np
 
 from utils.backend import to_numpy
+from utils.boxes import xyxy2xywh
 from utils.errors import UserError
-from utils.general import xyxy2xywh
 
 YOLO_FORMAT, VOC_FORMAT = 0, 1  # --save-format values
 

@@ -1,16 +1,17 @@
 """The one way entry points load a model for inference: DetectMultiBackend (every format, device, fp16, stride,
 class names) and the image size rounded to its stride."""
+from models.multibackend import DetectMultiBackend
 from utils.backend import select_device, torch
-from utils.general import check_img_size
+from utils.img_size import check_img_size
 
 
-def load_model(weights, device="", half=False, dnn=False, data=None, imgsz=640, batch_size=0):
+def load_model(weights, device="", half=False, dnn=False, data=None, imgsz=640, batch_size=0, task_plugin=None):
     """-> (DetectMultiBackend, imgsz as a multiple of its stride). device: a device or a --device string ('' is the
     first GPU, else the CPU; batch_size is checked against the GPUs it names); imgsz: an int (square) or [h, w],
-    returned in the same form."""
-    # models imports utils at load time; importing it here keeps `import utils.inference` free of that cycle
-    from models.multibackend import DetectMultiBackend
+    returned in the same form; task_plugin: the utils.tasks.Task whose model builder reads .pt files (None:
+    detection's)."""
     if not isinstance(device, torch.device):  # a device's own str() is no --device string under OneFlow ('cpu:0')
         device = select_device("" if device is None else device, batch_size=batch_size)
-    model = DetectMultiBackend(weights, device=device, dnn=dnn, data=data, fp16=half)
+    kw = {} if task_plugin is None else {"build_model": task_plugin.build_model}
+    model = DetectMultiBackend(weights, device=device, dnn=dnn, data=data, fp16=half, **kw)
     return model, check_img_size(imgsz, s=model.stride)

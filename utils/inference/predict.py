@@ -3,10 +3,12 @@ DetectionOutputs, with one log line per frame (or per batch of stream frames).""
 from pathlib import Path
 
 from utils import signals
-from utils.general import LOGGER, increment_path, non_max_suppression
 from utils.inference.profile import Profile
 from utils.inference.sources import ReadableFrames
 from utils.inference.steps import preprocess, to_original
+from utils.log import LOGGER
+from utils.nms import non_max_suppression
+from utils.paths import increment_path
 
 
 def predict_source(model, dataset, outputs, stream=False, conf_thres=0.25, iou_thres=0.45, classes=None,

@@ -1,21 +1,20 @@
 """What detect.py reads: files, folders, globs, .txt lists and videos (LoadImages) or cameras and network streams
 (LoadStreams), and the frames they yield with unreadable images reported and skipped."""
-from utils.general import LOGGER
+from utils.data.files import IMG_FORMATS, VID_FORMATS
+from utils.data.media import LoadImages
+from utils.log import LOGGER
+from utils.streams import LoadStreams, is_stream_source
 
 
 def is_stream(source):
     """True for a camera index, a *.streams list or a stream URL; raises StreamError for a file URL."""
-    from utils.dataloaders import IMG_FORMATS, VID_FORMATS
-    from utils.streams import is_stream_source
     return is_stream_source(str(source), IMG_FORMATS + VID_FORMATS)
 
 
 def open_source(source, stream, imgsz, stride=32, auto=True, vid_stride=1):
     """A LoadStreams (stream) or LoadImages over source, letterboxing to imgsz [h, w] (minimal padding with auto)."""
     if stream:
-        from utils.streams import LoadStreams
         return LoadStreams(str(source), img_size=imgsz, stride=stride, auto=auto, vid_stride=vid_stride)
-    from utils.dataloaders import LoadImages
     return LoadImages(str(source), img_size=imgsz, stride=stride, auto=auto, vid_stride=vid_stride)
 
 

@@ -1,9 +1,9 @@
 """The per-image steps every inference path shares (detect.py, val.py, Detector, AutoShape): images in, boxes in
-original pixels out. Non-maximum suppression between them is utils.general.non_max_suppression."""
+original pixels out. Non-maximum suppression between them is utils.nms.non_max_suppression."""
 import numpy as np
 
 from utils.backend import channels_last_pays, from_numpy, to_channels_last, to_numpy, torch
-from utils.general import scale_boxes
+from utils.boxes import scale_boxes
 
 
 def preprocess(im, device, half=False):

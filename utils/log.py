@@ -1,0 +1,28 @@
+"""The project's logger ('yolov5', messages printed bare like ultralytics'), ANSI colour prefixes and one-time
+notices. No framework import: the many modules that only log load neither PyTorch nor OneFlow through here."""
+import logging
+
+LOGGER = logging.getLogger("yolov5")
+if not LOGGER.handlers:
+    _handler = logging.StreamHandler()
+    _handler.setFormatter(logging.Formatter("%(message)s"))
+    LOGGER.addHandler(_handler)
+    LOGGER.setLevel(logging.INFO)
+    LOGGER.propagate = False
+
+_NOTICED = set()
+
+
+def colorstr(*args):
+    """colorstr('blue', 'bold', 'text'): ANSI-coloured text, as ultralytics prints its prefixes."""
+    *styles, text = args if len(args) > 1 else ("blue", "bold", args[0])
+    codes = {"black": "30", "red": "31", "green": "32", "yellow": "33", "blue": "34", "magenta": "35",
+             "cyan": "36", "white": "37", "bold": "1", "underline": "4"}
+    return "".join(f"\033[{codes[s]}m" for s in styles) + f"{text}\033[0m"
+
+
+def notice_once(key, msg):
+    """Log msg at INFO the first time key is seen in this process (a fallback worth one line, not one per step)."""
+    if key not in _NOTICED:
+        _NOTICED.add(key)
+        LOGGER.info(msg)

@@ -1,0 +1,182 @@
+"""Every ``YOLO_*`` environment variable the project reads: its type, default and meaning, and the one place it is read.
+
+Each setting is a :class:`Setting`; ``SETTING.get()`` is its value in this process. A value is parsed (and checked)
+once per raw string and then reused, and only when something asks for it: a bad value is reported by the code that
+needs it, inside the entry script's one-line error handling, never at import. A test that changes the environment
+(``monkeypatch.setenv``) gets the new value on the next ``get()``.
+
+README.md's table of these variables is ``markdown_table()`` (``python -m utils.settings`` prints it; a test keeps the
+two equal). The framework-free backend rule (utils/backend_choice.py) names YOLO_BACKEND in its messages only.
+No framework import here (only utils/errors.py, which imports nothing): every layer may read its settings.
+"""
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from utils.errors import UserError
+
+
+class SettingError(UserError, ValueError):
+    """A YOLO_* variable with a value that cannot be used (the message names it and says what to give)."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    type: str  # as the README table shows it
+    default: object  # or a function that makes it (a default that depends on the user's home folder)
+    meaning: str
+    parse: Callable = field(default=str, repr=False)  # raw string -> value; raises SettingError on a bad one
+    shown_default: str = ""  # the table's default column when the default is made by a function
+
+    def get(self, environ=None):
+        """The value in ``environ`` (default: this process's environment); the default when unset."""
+        raw = (os.environ if environ is None else environ).get(self.name)
+        if raw is None:
+            return self.default() if callable(self.default) else self.default
+        key = (self.name, raw)
+        if key not in _PARSED:
+            _PARSED[key] = self.parse(raw)
+        return _PARSED[key]
+
+    def is_set(self, environ=None):
+        return self.name in (os.environ if environ is None else environ)
+
+    def set_default(self, value):
+        """Set the variable for this process and its children unless the user set it."""
+        os.environ.setdefault(self.name, str(value))
+
+
+_PARSED = {}
+
+
+def _lower(raw):
+    return raw.strip().lower()
+
+
+def _flag(raw):
+    """'1' means on; anything else off (the project's convention for opt-in switches)."""
+    return raw == "1"
+
+
+def _float_or(default):
+    def parse(raw):
+        try:
+            return float(raw)
+        except ValueError:
+            return float(default)  # the launcher's configuration: a typo falls back rather than stopping a DDP job
+    return parse
+
+
+def _int_or_none(raw):
+    try:
+        return int(raw)
+    except ValueError:
+        return None
+
+
+def _steps(raw):
+    value = raw.strip()
+    if not value:
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise SettingError(f"{LOSS_READBACK.name}={value!r}: give a whole number of steps >= 1 (1 reads every step).")
+    return n
+
+
+def _channels_last(raw):
+    value = raw.strip()
+    return value == "1" if value in ("0", "1") else None
+
+
+BACKEND = Setting(
+    "YOLO_BACKEND", "oneflow, torch", "",
+    "The framework to run. Unset: OneFlow when a CUDA GPU is seen, PyTorch otherwise, each falling back to the "
+    "other when it is not installed.", _lower)
+QUIET = Setting(
+    "YOLO_QUIET", "0, 1", False,
+    "1 silences the one-line notice on stderr saying which backend is in use and why.", _flag)
+FUSED_CIOU = Setting(
+    "YOLO_FUSED_CIOU", "plain, compile, triton", "",
+    "Overrides the fused CIoU of `--bbox_iou_optim` on PyTorch + CUDA: `compile` prefers torch.compile to the "
+    "Triton kernel, `plain` turns the fused path off (anywhere).", _lower)
+CHANNELS_LAST = Setting(
+    "YOLO_CHANNELS_LAST", "0, 1", None,
+    "Channels-last input batches: unset, on for the CPU and off for CUDA; 0 off, 1 on for every device.",
+    _channels_last)
+HOST_MALLOC = Setting(
+    "YOLO_HOST_MALLOC", "default, 0, off, glibc", "",
+    "Any of these keeps glibc malloc's defaults on CPU-only machines (the project otherwise keeps freed memory "
+    "mapped between training steps).", _lower)
+LOSS_READBACK = Setting(
+    "YOLO_LOSS_READBACK", "int >= 1", None,
+    "Read the loss back from the device every N steps (a non-finite loss still stops at its exact step). Unset: 10 "
+    "on CUDA, 1 on the CPU.", _steps)
+PLOT_PROCESSES = Setting(
+    "YOLO_PLOT_PROCESSES", "0, 1", True,
+    "0 draws plot files inline, as the official code does, instead of in two helper processes.",
+    lambda raw: raw.strip() != "0")
+CACHE_DIR = Setting(
+    "YOLO_CACHE_DIR", "path", lambda: Path.home() / ".cache" / "yolov5",
+    "Where `--cache disk` writes its .npy files for image folders that are not writable.", Path,
+    shown_default="~/.cache/yolov5")
+ALLOW_DOWNLOAD_SCRIPTS = Setting(
+    "YOLO_ALLOW_DOWNLOAD_SCRIPTS", "0, 1", False,
+    "1 lets a dataset YAML's shell or Python `download:` entry run (as `--allow-download-scripts` does).", _flag)
+DDP_TIMEOUT = Setting(
+    "YOLO_DDP_TIMEOUT", "seconds", 10800.0,
+    "Bounds a DDP job's collectives and is the watchdog's no-progress limit (3 h, as ultralytics: the other ranks "
+    "wait while rank 0 validates).", _float_or(10800))
+DDP_PEER_TIMEOUT = Setting(
+    "YOLO_DDP_PEER_TIMEOUT", "seconds", 60.0,
+    "How long the DDP watchdog tolerates a silent peer rank.", _float_or(60))
+DDP_WATCHDOG = Setting(
+    "YOLO_DDP_WATCHDOG", "0, 1", True,
+    "0 turns the DDP watchdog off (e.g. behind a firewall that blocks its port).", lambda raw: raw != "0")
+DDP_WATCHDOG_PORT = Setting(
+    "YOLO_DDP_WATCHDOG_PORT", "port", None,
+    "The DDP watchdog's TCP port. Unset: MASTER_PORT + 1.", _int_or_none)
+DDP_PROBE = Setting(
+    "YOLO_DDP_PROBE", "module", "",
+    "An importable module whose `attach(model, loader, ctx)` is called on every DDP rank (the DDP tests' observer); "
+    "unset, nothing is attached.", lambda raw: raw.strip())
+# Internal: set by the first process that printed the backend notice, so its children (loader workers, DDP ranks)
+# stay quiet. Not a user setting, so not in the table.
+BACKEND_ANNOUNCED = Setting("_YOLO_BACKEND_ANNOUNCED", "0, 1", False, "(internal)", lambda raw: bool(raw))
+
+SETTINGS = (BACKEND, QUIET, FUSED_CIOU, CHANNELS_LAST, HOST_MALLOC, LOSS_READBACK, PLOT_PROCESSES, CACHE_DIR,
+            ALLOW_DOWNLOAD_SCRIPTS, DDP_TIMEOUT, DDP_PEER_TIMEOUT, DDP_WATCHDOG, DDP_WATCHDOG_PORT, DDP_PROBE)
+
+
+def _shown_default(s):
+    if s.shown_default:
+        return s.shown_default
+    if s.default in ("", None):
+        return "unset"
+    if isinstance(s.default, bool):
+        return "1" if s.default else "0"
+    return f"{s.default:g}" if isinstance(s.default, float) else str(s.default)
+
+
+def markdown_table():
+    """README.md's table of the settings, one row each."""
+    rows = ["| Variable | Values | Default | Meaning |", "|---|---|---|---|"]
+    rows += [f"| `{s.name}` | {s.type} | {_shown_default(s)} | {s.meaning} |" for s in SETTINGS]
+    return "\n".join(rows) + "\n"
+
+
+def announce_backend_once():
+    """True for the first process of a tree that should print the backend notice (not silenced by YOLO_QUIET)."""
+    if QUIET.get() or BACKEND_ANNOUNCED.get():
+        return False
+    os.environ[BACKEND_ANNOUNCED.name] = "1"  # child processes (dataloader workers, DDP ranks) stay quiet
+    return True
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")

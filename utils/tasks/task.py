@@ -1,0 +1,34 @@
+"""The task plug-in: the fields a task fills and the engine, evaluator, loaders and checkpoint readers call."""
+from dataclasses import dataclass
+from typing import Callable, Optional, Tuple
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task's pieces. Every callable keeps the signature detection's has, so the callers need no branch."""
+    name: str  # 'detect' (later 'segment', 'classify')
+    # dataset: (path, imgsz, batch_size, stride, single_cls, **loader options) -> (loader, dataset)
+    build_dataloader: Callable
+    # model: a record read from a checkpoint -> the live model (the checkpoint readers' and writer's model builder)
+    build_model: Callable
+    model_class: type  # the network built from a --cfg yaml: (cfg, ch, nc, anchors) -> model
+    head: type  # the output layer class (export mode, inplace, stride)
+    # before training, on the main process: (dataset, model, hyp, imgsz) -> None (detection: AutoAnchor)
+    check_head: Optional[Callable]
+    # per-class weights from the training labels: (labels, nc) -> numpy array (the loss's and --image-weights')
+    class_weights: Callable
+    # loss: (model, hyp dict, fused_iou) -> fn(predictions, targets) -> (loss * batch size, loss items)
+    build_loss: Callable
+    loss_names: Tuple[str, ...]  # the loss items, in order: progress bar columns and results.csv train/ and val/
+    metric_names: Tuple[str, ...]  # results.csv metrics/ columns, in the order the evaluator's results give them
+    fitness: Callable  # results rows -> the number best.pt is chosen by
+    # evaluation: (data, names, save_dir, **options) -> evaluator with update(...)/compute()/plot_batch(...)
+    build_evaluator: Callable
+    postprocess: Callable  # raw predictions -> per-image results (detection: NMS), called by validation
+    plot_labels: Callable  # (labels, names, save_dir) -> labels.jpg
+    plot_batch: Callable  # (images, targets, paths, fname) -> a train_batch mosaic
+
+    def results_keys(self, n_lr_groups=3):
+        """results.csv's columns after 'epoch': train losses, metrics, val losses, learning rates."""
+        return ([f"train/{n}" for n in self.loss_names] + list(self.metric_names) +
+                [f"val/{n}" for n in self.loss_names] + [f"x/lr{i}" for i in range(n_lr_groups)])
