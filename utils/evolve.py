@@ -15,6 +15,7 @@ import yaml
 
 from utils.errors import UserError
 from utils.general import LOGGER, ROOT, colorstr
+from utils.yaml_files import read_yaml
 
 # gene: (mutation gain, lower limit, upper limit). 'anchors' is not evolved here: the model yaml owns anchors.
 META = {
@@ -102,11 +103,7 @@ def _existing(path, flag):
 
 
 def _read_yaml(file, flag):
-    try:
-        with open(file, errors="ignore") as f:
-            return yaml.safe_load(f)
-    except yaml.YAMLError as e:
-        raise EvolveError(f"{flag}: {file} is not valid YAML ({str(e).splitlines()[0]}).") from None
+    return read_yaml(file, what=flag, error=EvolveError, mapping=False)  # one line for syntax errors, alias bombs
 
 
 def _individual(hyp, candidate):
