@@ -8,7 +8,8 @@ that kept ``model.24.anchor_grid`` load the same way.
 from pathlib import Path
 
 from utils.backend import nn, torch
-from utils.checkpoint import CheckpointError, ModelRecord, build_model, load_any
+from utils.checkpoint import build_model, load_any
+from utils.checkpoint.kind import pick_model_record
 from utils.general import LOGGER
 
 
@@ -20,20 +21,11 @@ class Ensemble(nn.ModuleList):
         return torch.cat(y, 1), None
 
 
-def _pick_record(ckpt, source):
-    """EMA weights when stored (they are what validation uses), else the raw model, like ultralytics."""
-    for key in ("ema", "model"):
-        rec = ckpt.get(key)
-        if isinstance(rec, ModelRecord):
-            return rec
-    raise CheckpointError(f"{source}: no model in checkpoint (keys: {sorted(ckpt)})")
-
-
 def load_single(weights, device=None, inplace=True, fuse=True):
     """One checkpoint file -> float32 DetectionModel in eval mode (fused when asked)."""
     w = Path(weights)
     ckpt = load_any(w)  # plain data for both formats: ModelRecord with a numpy state dict
-    model = build_model(_pick_record(ckpt, w), source=str(w))
+    model = build_model(pick_model_record(ckpt, w), source=str(w))
     model.pt_path = str(w)  # where it came from, as ultralytics' attempt_load records it
     if device is not None:
         model = model.to(device)

@@ -101,7 +101,13 @@ def build_model(record, source="checkpoint"):
         raise CheckpointError(f"{source}: the stored model has no yaml dict, cannot rebuild it")
     cfg = copy.deepcopy(cfg)
     nc = record.get("nc") or cfg.get("nc")
-    model = DetectionModel(cfg, ch=cfg.get("ch", 3), nc=nc)
+    if not isinstance(nc, int) or isinstance(nc, bool):
+        raise CheckpointError(f"{source}: the stored model's nc {str(nc)[:40]!r} is not a class count; "
+                              f"{DAMAGED_REMEDY}")
+    try:
+        model = DetectionModel(cfg, ch=cfg.get("ch", 3), nc=nc)
+    except UserError as e:  # the stored yaml fails the model YAML checks: name the checkpoint it came from
+        raise CheckpointError(f"{source}: its stored model cannot be rebuilt ({e})") from None
     load_record_state_dict(model, record["state_dict"], source)
     for k in _MODEL_ATTRS:
         v = record.get(k)

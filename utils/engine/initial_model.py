@@ -7,6 +7,7 @@ import numpy as np
 from models.yolo import Model
 from utils import backend
 from utils.checkpoint import load_any
+from utils.checkpoint.kind import pick_model_record
 from utils.engine.errors import TrainingError
 from utils.general import LOGGER
 from utils.torch_utils import intersect_dicts
@@ -34,7 +35,9 @@ def pretrained_model(weights, cfg, nc, anchors=None):
                             "yolov5*.pt file, e.g. ../shared/weights/yolov5n.pt, or --weights '' to train from "
                             "scratch.")
     ck = load_any(weights)
-    rec = ck.get("model") or ck.get("ema")
+    rec = pick_model_record(ck, weights)
+    if not cfg and not isinstance(rec.get("yaml"), dict):
+        raise TrainingError(f"--weights {weights}: the stored model has no yaml to rebuild it from; give --cfg too.")
     model = Model(cfg or rec["yaml"], ch=3, nc=nc, anchors=anchors)
     exclude = ["anchor"] if (cfg or anchors) else []  # keep the yaml's/hyp's anchors
     own = model.state_dict()
