@@ -36,6 +36,8 @@ def _names_dict(names, source="the model"):
     """Class names as {int: str}, from a list or dict of at most MAX_NC names stored with a model; else one line."""
     if isinstance(names, (list, tuple)):
         names = dict(enumerate(names))
+    if isinstance(names, dict):  # JSON metadata (TorchScript) keeps the class indices as text
+        names = {int(k) if isinstance(k, str) and k.isdigit() else k: v for k, v in names.items()}
     if (not isinstance(names, dict) or len(names) > MAX_NC or
             not all(isinstance(k, int) and isinstance(v, (str, int)) for k, v in names.items())):
         raise ModelLoadError(f"{source}: class names {describe(names)} are not a list or dict of at most "
