@@ -6,6 +6,7 @@ which reads checkpoints without one, subclasses UserError too.
 """
 import contextlib
 import logging
+import re
 import sys
 
 
@@ -26,8 +27,18 @@ def exit_on_user_error(prog):
         except (UserError, FileNotFoundError) as e:
             if requested():  # raised on the way out of a stop (e.g. a worker ended by the same signal)
                 raise
-            log.error(f"\033[31m\033[1m{prog}: \033[0m{e}")
+            log.error(f"\033[31m\033[1m{prog}: \033[0m{one_line(e, prog)}")
             sys.exit(1)
+
+
+def one_line(e, prog=""):
+    """An error's message as one line, without a leading '<prog>: ' it already carries (a dataset error raised
+    with the loader's 'val: ' prefix under val.py printed 'val: val: ...')."""
+    text = " ".join(part.strip() for part in str(e).splitlines() if part.strip())
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    if prog and plain.startswith(f"{prog}: "):
+        return plain[len(prog) + 2:]
+    return text
 
 
 class NeedsPyTorchError(UserError):
