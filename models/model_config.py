@@ -95,6 +95,6 @@ def check_channels(i, name, c1, c2, args, n, where):
         raise ModelConfigError(f"{where}: layer {i} {name} width {describe(c2)} must be a whole number of channels "
                                f"from 1 to {MAX_CHANNELS:,}, e.g. [64, 3, 2].")
     k = args[2] if len(args) > 2 and isinstance(args[2], int) and not isinstance(args[2], bool) else 1
-    if n > MAX_REPEATS or c1 * c2 * k * k > MAX_LAYER_PARAMS:
+    if n > MAX_REPEATS or n * c1 * c2 * k * k > MAX_LAYER_PARAMS:
         raise ModelConfigError(f"{where}: layer {i} {name} is too large ({n} x {c1}->{c2} channels, kernel {k}); "
                                "check its number and args.")

@@ -45,6 +45,10 @@ def _names_dict(names, source="the model"):
     return {int(k): str(v) for k, v in names.items()}
 
 
+def _first_line(e):
+    return " ".join(str(e).split())[:160]
+
+
 def _stride(v, source):
     try:
         x = float(v) if isinstance(v, (int, float, str)) and not isinstance(v, bool) else 0.0
@@ -115,7 +119,11 @@ class DetectMultiBackend(nn.Module):
     def _load_torchscript(self, w, device):
         pytorch = require_pytorch(f"{w}: a TorchScript model")
         extra_files = {"config.txt": ""}
-        self.model = pytorch.jit.load(w, _extra_files=extra_files, map_location=device)
+        try:
+            self.model = pytorch.jit.load(w, _extra_files=extra_files, map_location=device)
+        except (RuntimeError, ValueError, OSError) as e:  # a damaged or foreign file
+            raise ModelLoadError(f"--weights {w}: not a TorchScript model this PyTorch loads ({_first_line(e)}); "
+                                 "re-export it with export.py --include torchscript") from None
         self.model.half() if self.fp16 else self.model.float()
         if not extra_files["config.txt"]:
             return 32, None
@@ -137,7 +145,11 @@ class DetectMultiBackend(nn.Module):
                                  "with OpenCV") from None
         providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda else ["CPUExecutionProvider"]
         providers = [p for p in providers if p in onnxruntime.get_available_providers()]
-        self.session = onnxruntime.InferenceSession(w, providers=providers)
+        try:
+            self.session = onnxruntime.InferenceSession(w, providers=providers)
+        except Exception as e:  # noqa: BLE001 (onnxruntime's own error types: a damaged or foreign file)
+            raise ModelLoadError(f"--weights {w}: onnxruntime cannot load it ({_first_line(e)}); re-export it with "
+                                 "export.py --include onnx") from None
         self.output_names = [x.name for x in self.session.get_outputs()]
         inp = self.session.get_inputs()[0]
         self.input_name = inp.name
@@ -152,7 +164,11 @@ class DetectMultiBackend(nn.Module):
         import cv2
 
         from utils.export.onnx_meta import read_onnx_info
-        self.net = cv2.dnn.readNetFromONNX(w)
+        try:
+            self.net = cv2.dnn.readNetFromONNX(w)
+        except cv2.error as e:
+            raise ModelLoadError(f"--weights {w}: OpenCV cannot load it as ONNX ({_first_line(e)}); re-export it "
+                                 "with export.py --include onnx") from None
         self.input_dtype = np.float32
         meta, shape = read_onnx_info(w)
         self.input_shape = shape if shape and all(isinstance(d, int) and d > 0 for d in shape) else None

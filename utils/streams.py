@@ -48,7 +48,7 @@ def read_sources(source):
     if s.endswith(".streams"):
         if not os.path.isfile(s):
             raise StreamError(f"--source {s}: file not found; a .streams file lists one camera index or URL a line")
-        lines = [x.strip() for x in Path(s).read_text().splitlines() if x.strip()]
+        lines = [x.strip() for x in Path(s).read_text(errors="replace").splitlines() if x.strip()]
         if not lines:
             raise StreamError(f"--source {s}: the file lists no sources (one camera index or URL a line)")
         return lines
