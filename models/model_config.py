@@ -58,6 +58,10 @@ def check_model_dict(d, where):
                                f"[from, number, module, args]; {LAYOUT}.")
     for i, layer in enumerate(d["backbone"] + d["head"]):
         check_layer(i, layer, where)
+    last = d["head"][-1][2]
+    if last != "Detect":
+        raise ModelConfigError(f"{where}: the last head layer is {describe(last)}; a detection model ends in "
+                               f"Detect ([[17, 20, 23], 1, Detect, [nc, anchors]]); {LAYOUT}.")
 
 
 def _check_anchors(a, where):

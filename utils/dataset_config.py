@@ -98,6 +98,9 @@ def _check_split(data, k, where):
         return
     ok = isinstance(v, str) and v.strip() or (isinstance(v, (list, tuple)) and v and
                                               all(isinstance(x, str) and x.strip() for x in v))
+    if ok and any(len(x) > 4096 or "\0" in x for x in ([v] if isinstance(v, str) else v)):
+        raise DatasetError(f"{where}: '{k}: {describe(v)}' is not a path this system can open (over 4096 "
+                           "characters, or a NUL character); fix it.")
     if not ok:
         raise DatasetError(f"{where}: '{k}: {describe(v)}' must be a folder, an image-list .txt or a list of them "
                            f"(relative to 'path:'), e.g. {k}: images/{k}2017.")
@@ -107,14 +110,21 @@ def _resolve_split(path, x):
     if isinstance(x, (list, tuple)):
         return [_resolve_split(path, i) for i in x]
     p = (path / x).resolve()
-    if not p.exists() and str(x).startswith("../"):  # ultralytics convention: '../' relative to path's parent
+    if not _exists(p) and str(x).startswith("../"):  # ultralytics convention: '../' relative to path's parent
         p = (path / str(x)[3:]).resolve()
     return str(p)
 
 
+def _exists(p):
+    try:
+        return Path(p).exists()
+    except (OSError, ValueError):  # a name too long for the file system counts as missing
+        return False
+
+
 def _paths_exist(x):
     xs = x if isinstance(x, list) else [x]
-    return all(Path(p).exists() for p in xs)
+    return all(_exists(p) for p in xs)
 
 
 def check_dataset(data, autodownload=True, allow_scripts=False):
@@ -140,7 +150,8 @@ def check_dataset(data, autodownload=True, allow_scripts=False):
         _check_split(data, k, where)
     data["names"] = _normalize_names(data, where)
     data["nc"] = len(data["names"])
-    if data.get("path") is not None and not isinstance(data["path"], str):
+    if data.get("path") is not None and (not isinstance(data["path"], str) or len(data["path"]) > 4096 or
+                                         "\0" in data["path"]):
         raise DatasetError(f"{where}: 'path: {describe(data['path'])}' must be a folder path (text); quote it if it "
                            "is a number, e.g. path: '2024'.")
     if data.get("download") is not None and not isinstance(data["download"], str):
@@ -158,7 +169,7 @@ def check_dataset(data, autodownload=True, allow_scripts=False):
         data["yaml_file"] = str(file)
 
     if not _paths_exist(data["val"]):
-        missing = [p for p in (data["val"] if isinstance(data["val"], list) else [data["val"]]) if not Path(p).exists()]
+        missing = [p for p in (data["val"] if isinstance(data["val"], list) else [data["val"]]) if not _exists(p)]
         s = data.get("download")
         if not s or not autodownload:
             raise DatasetError(f"Dataset not found: {missing} missing. Put the images and labels under {path} "

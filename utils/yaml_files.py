@@ -65,8 +65,9 @@ def _error_line(file, e):
 
 def parse_yaml(text, file="<yaml>", error=YamlError):
     """YAML text -> plain Python values (dict, list, str, int, float, bool, None), bounded as above."""
-    loader = _BoundedLoader(text)
+    loader = None
     try:
+        loader = _BoundedLoader(text)  # the reader refuses control characters here already
         return loader.get_single_data()
     except _Refused as e:
         raise error(f"{file}: refused, the file holds {e}; write the values out plainly.") from None
@@ -75,7 +76,8 @@ def parse_yaml(text, file="<yaml>", error=YamlError):
     except RecursionError:
         raise error(f"{file}: refused, nested too deeply to read; flatten it.") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def read_yaml(file, what="YAML file", error=YamlError, mapping=True):

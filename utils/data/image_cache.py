@@ -96,7 +96,8 @@ def read_npy_cache(fn, hw):
         if im.dtype != np.uint8 or im.shape != (int(hw[0]), int(hw[1]), 3):
             raise ValueError(f"holds a {im.dtype} array of shape {im.shape}, expected uint8 {(*hw, 3)}")
         return im
-    except (OSError, ValueError, EOFError) as e:
-        LOGGER.warning(f"WARNING: removing damaged --cache disk file {fn} ({e}); decoding its image again")
+    except Exception as e:  # noqa: BLE001 (numpy's header parser raises SyntaxError and TokenError too)
+        LOGGER.warning(f"WARNING: removing damaged --cache disk file {fn} ({type(e).__name__}: "
+                       f"{' '.join(str(e).split())[:120]}); decoding its image again")
         Path(fn).unlink(missing_ok=True)
         return None

@@ -127,7 +127,8 @@ def read_cache(path, key, allowed_files, prefix=""):
                 return _from_arrays(z, meta, set(allowed_files))
     except FileNotFoundError:
         return None
-    except (CacheFormatError, OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as e:
+    except Exception as e:  # noqa: BLE001 (any damage -- numpy's header parser raises SyntaxError, zipfile
+        # NotImplementedError for a flipped version byte -- means the same: ignore it, rebuild from the labels)
         LOGGER.warning(f"{prefix}{WARN} {path}: not a label cache this version reads ({e}); ignored, rebuilding it")
         return None
 
