@@ -34,6 +34,7 @@ from utils.distributed.launch import training_device  # noqa: E402
 from utils.engine.errors import TrainingError  # noqa: E402
 from utils.engine.hyp import load_hyp  # noqa: E402
 from utils.engine.run import train  # noqa: E402
+from utils.engine.saved_options import check_saved_options  # noqa: E402
 from utils.errors import exit_on_user_error  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 from utils.evolve import evolve  # noqa: E402
@@ -121,6 +122,7 @@ def resume_opt(opt):
     saved = dict(saved)
     save_dir = last.parent.parent
     new = parse_opt(True, args=[])
+    check_saved_options(saved, vars(new), last)
     vars(new).update(saved)
     new.resume, new.weights, new.cfg, new.save_dir = True, str(last), "", str(save_dir)
     hyp_yaml = save_dir / "hyp.yaml"

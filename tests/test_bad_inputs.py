@@ -306,3 +306,34 @@ def test_val_on_empty_folder_says_val_once(tmp_path, yolov5n_pt):
     last = p.stderr.strip().splitlines()[-1]
     assert "No images found" in last and "val: " in last and "val: val:" not in last.replace("\033[0m", "") \
         .replace("\033[34m\033[1m", "").replace("\033[31m\033[1m", ""), last
+
+
+# ------------------------------------------------------------------------------ values a checkpoint carries
+@pytest.mark.parametrize("key,value", [("epochs", "abc"), ("imgsz", 10 ** 9), ("batch_size", [16]),
+                                       ("optimizer", "Lion"), ("rect", "yes"), ("label_smoothing", float("nan"))])
+def test_resume_refuses_a_checkpoint_whose_options_are_wrong(tmp_path, key, value):
+    import train
+    from utils.checkpoint import save_checkpoint
+    (tmp_path / "weights").mkdir()
+    last = tmp_path / "weights" / "last.pt"
+    opt = {k: v for k, v in vars(train.parse_opt(True, args=[])).items()}
+    save_checkpoint({"epoch": 0, "model": None, "optimizer": {"state": {}}, "opt": {**opt, key: value}}, last)
+    _one_line_error(train.resume_opt, train.parse_opt(True, args=["--resume", str(last)]),
+                    match=[str(last), key, "--weights"])
+
+
+@pytest.mark.parametrize("attr,value", [("nc", "eighty"), ("yaml", "yolov5n.yaml"), ("state_dict", [1, 2]),
+                                        ("stride", ["a"]), ("class_weights", ["x"])])
+def test_stored_model_attributes_are_checked(yolov5n_pt, attr, value):
+    from utils.checkpoint import build_model, load_any
+    rec = load_any(yolov5n_pt)["model"]
+    rec[attr] = value
+    _one_line_error(build_model, rec, source="c.pt", match="c.pt")
+
+
+def test_checkpoint_class_names_are_checked_where_detect_reads_them():
+    from models.multibackend import ModelLoadError, _names_dict
+    assert _names_dict(["a", 7]) == {0: "a", 1: "7"} and _names_dict({"0": "a"}) == {0: "a"}
+    for bad in (5, {0: ["x"]}, list(range(10 ** 5)), None):
+        with pytest.raises(ModelLoadError):
+            _names_dict(bad, "c.pt")
