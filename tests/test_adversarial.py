@@ -31,7 +31,9 @@ def sandbox(tmp_path, coco128_dir, monkeypatch):
     before = listing(*outside)
     yield tmp_path
     assert not list(tmp_path.rglob(MARKER)) and not (ROOT / MARKER).exists(), "a payload ran"
-    assert listing(*outside) == before, "something was written outside the case's folder"
+    after = listing(*outside)
+    added = {d: sorted(set(after.get(d, [])) - set(names)) for d, names in before.items()}
+    assert not any(added.values()), f"written outside the case's folder: {added}"
 
 
 def _each(fmt, n=None):
@@ -108,6 +110,20 @@ def test_label_files(sandbox):
             assert r[8] and "\n" not in r[8]
 
 
+def test_image_lists(sandbox):
+    from utils.dataloaders import LoadImages, LoadImagesAndLabels
+    ims = sorted((sandbox / "images").iterdir())
+    good = ("\n".join(f"./images/{p.name}" for p in ims) + "\n" + str(ims[0]) + "\n").encode()
+    for i, rng in _each("image_list"):
+        f = sandbox / f"list{i}.txt"
+        data, label = mutate_bytes(rng, good)
+        f.write_bytes(data)
+        kind, ds = outcome(lambda: LoadImagesAndLabels(str(f), img_size=64, batch_size=2), f"image list {label}")
+        if kind == "ok":
+            assert len(ds) >= 1 and ds[0][0].shape[0] == 3
+        outcome(lambda: len(LoadImages(str(f), img_size=64)), f"detect image list {label}")
+
+
 def test_label_caches(sandbox):
     from utils.data.label_cache import cache_key, read_cache, write_cache
     from utils.data.labels import scan_labels
@@ -147,14 +163,16 @@ def test_checkpoints(sandbox, yolov5n_pt):
 
     from models.experimental import attempt_load
     from utils.checkpoint import save_checkpoint
-    good = Path(yolov5n_pt).read_bytes()
+    sources = [Path(yolov5n_pt).read_bytes(), _legacy_yolov5ck(sandbox, yolov5n_pt)]
     swaps = [{"model": 5}, {"ema": [1, 2], "model": None}, {"model": {"yaml": "x"}}, {"epoch": "x"}, [1, 2, 3],
              "text", {"model.0.conv.weight": np.zeros(3)}]
     for i, rng in _each("checkpoint", max(2, cases() // 2)):
         f = sandbox / f"c{i}.pt"
         r = rng.random()
         if r < 0.6:
-            data, label = mutate_bytes(rng, good)
+            j = rng.randrange(len(sources))
+            data, label = mutate_bytes(rng, sources[j])
+            label = f"{('PyTorch zip', 'YOLOv5CK')[j]} {label}"
             f.write_bytes(data)
         elif r < 0.85:
             obj = rng.choice(swaps)
@@ -167,6 +185,15 @@ def test_checkpoints(sandbox, yolov5n_pt):
         kind, m = outcome(lambda: attempt_load(f), f"checkpoint {label}")
         if kind == "ok":
             assert m.stride is not None and len(m.names) == m.yaml["nc"]
+
+
+def _legacy_yolov5ck(sandbox, yolov5n_pt):
+    """The project's earlier checkpoint format, which it still reads."""
+    from legacy_yolov5ck_writer import save_yolov5ck
+    from utils.checkpoint import load_any
+    f = sandbox / "legacy.pt"
+    save_yolov5ck({"epoch": 1, "model": load_any(yolov5n_pt)["model"]}, f)
+    return f.read_bytes()
 
 
 class _Payload:

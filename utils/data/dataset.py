@@ -118,14 +118,17 @@ class LoadImagesAndLabels(MosaicMixin, torch.utils.data.Dataset):
 
     def _labels_cache(self):
         """The label scan, from the cache file when it describes exactly these files, else scanned and saved."""
-        prefix, path = self.prefix, cache_path_for(self.label_files)
+        # beside the labels of the first image that exists: a list naming a missing file elsewhere writes nothing there
+        first = next((lb for lb, im in zip(self.label_files, self.im_files) if os.path.isfile(im)), self.label_files[0])
+        prefix, path = self.prefix, cache_path_for([first])
         remove_stale_cache_temp_files(path)
         key = cache_key(self.label_files + self.im_files)
         scan = read_cache(path, key, self.im_files, prefix)
         hit = scan is not None
         if not hit:
             scan = scan_labels(self.im_files, self.label_files, prefix)
-            write_cache(path, scan, key, prefix)
+            if scan["files"]:  # no image usable: nothing to cache, and no file beside folders the list only names
+                write_cache(path, scan, key, prefix)
         nf, nm, ne, nc, n = scan["results"]
         LOGGER.info(f"{prefix}{'Scanned cache' if hit else 'Scanning'} '{path.with_suffix('')}'... {nf} images, "
                     f"{nm + ne} backgrounds, {nc} corrupt")

@@ -38,7 +38,7 @@ def cache_key(paths):
             stamp = f"{st.st_size}:{st.st_mtime_ns}"
         except OSError:
             stamp = "-"
-        h.update(f"{p}\0{stamp}\0".encode())
+        h.update(os.fsencode(p) + f"\0{stamp}\0".encode())  # fsencode: names in any encoding, as the OS has them
     return h.hexdigest()
 
 
@@ -47,7 +47,8 @@ get_hash = cache_key  # ultralytics' name for it
 
 def cache_path_for(label_files):
     """labels/train2017/*.txt -> labels/train2017.cache (next to the labels, like ultralytics)."""
-    return Path(label_files[0]).parent.with_suffix(".cache")
+    folder = Path(label_files[0]).parent
+    return folder.with_suffix(".cache") if folder.name else folder / "labels.cache"  # labels in '.' or '/
 
 
 def _to_arrays(scan, key):

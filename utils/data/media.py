@@ -23,7 +23,8 @@ class LoadImages:
         for p in paths:
             p = str(Path(p).resolve()) if not any(c in str(p) for c in "*?[") else str(p)
             if str(p).endswith(".txt") and os.path.isfile(p):
-                files += [x.strip() for x in Path(p).read_text().splitlines() if x.strip()]
+                text = Path(p).read_text(errors="surrogateescape")  # names in another encoding stay the OS's bytes
+                files += [x.strip() for x in text.splitlines() if x.strip() and "\0" not in x]
             elif any(c in p for c in "*?["):
                 files += sorted(glob.glob(p, recursive=True))
             elif os.path.isdir(p):
@@ -48,8 +49,8 @@ class LoadImages:
         if any(videos):
             self._new_video(videos[0])
         if self.nf == 0:
-            raise FileNotFoundError(f"No images or videos found in {path}. Supported formats are:\n"
-                                    f"images: {IMG_FORMATS}\nvideos: {VID_FORMATS}")
+            raise FileNotFoundError(f"No images or videos found in {path}. Supported formats are: "
+                                    f"images {IMG_FORMATS}, videos {VID_FORMATS}")
 
     def __iter__(self):
         self.count = 0
