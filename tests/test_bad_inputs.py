@@ -337,3 +337,44 @@ def test_checkpoint_class_names_are_checked_where_detect_reads_them():
     for bad in (5, {0: ["x"]}, list(range(10 ** 5)), None):
         with pytest.raises(ModelLoadError):
             _names_dict(bad, "c.pt")
+
+
+# ------------------------------------------------------------------------------------------ whole scripts
+def _run(args, cwd=ROOT):
+    import os
+    import subprocess
+    p = subprocess.run([sys.executable, *map(str, args)], cwd=cwd, capture_output=True, timeout=600,
+                       env={**os.environ, "YOLO_QUIET": "1"})
+    return p.returncode, (p.stdout + p.stderr).decode("utf-8", "replace")
+
+
+@pytest.mark.slow
+def test_detect_process_reports_bad_files_and_goes_on(mixed_source, tmp_path, yolov5n_pt):
+    rc, out = _run(["detect.py", "--weights", yolov5n_pt, "--source", mixed_source, "--imgsz", 64, "--device", "cpu",
+                    "--project", tmp_path / "runs", "--name", "e"])
+    assert rc == 0 and "Traceback" not in out, out[-3000:]
+    assert "CV_IO_MAX_IMAGE_PIXELS" in out and "c_broken.mp4 cannot be opened" in out and "2 unreadable" in out
+    assert sorted(p.name for p in (tmp_path / "runs" / "e").iterdir()) == ["b.jpg", "d_\\xff\\xfe.jpg"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["train-seg", "val-cls", "detect-v8", "train-nan-hyp"])
+def test_scripts_stop_in_one_line(tmp_path, coco128_dir, shared_dir, case):
+    data = tmp_path / "d.yaml"
+    data.write_text(yaml.safe_dump({"path": str(coco128_dir), "train": "images/train2017",
+                                    "val": "images/train2017", "names": ["x"] * 80}))
+    hyp = _hyp(tmp_path, lr0=".nan")
+    seg, cls = shared_dir / "weights/yolov5n-seg-coco128.pt", shared_dir / "weights/yolov5n-cls-coco128cls.pt"
+    common = ["--device", "cpu", "--imgsz", 64, "--project", tmp_path / "runs"]
+    args, words = {
+        "train-seg": (["train.py", "--weights", seg, "--data", data, "--epochs", 1, *common], ["segmentation"]),
+        "val-cls": (["val.py", "--weights", cls, "--data", data, *common], ["classification"]),
+        "detect-v8": (["detect.py", "--weights", _v8_checkpoint(tmp_path / "v8.pt"), "--source",
+                       coco128_dir / "images/train2017/000000000009.jpg", *common], ["YOLOv8"]),
+        "train-nan-hyp": (["train.py", "--weights", "", "--cfg", "yolov5n.yaml", "--hyp", hyp, "--data", data,
+                           "--epochs", 1, *common], ["lr0", "finite"]),
+    }[case]
+    rc, out = _run(args)
+    last = out.strip().splitlines()[-1]
+    assert rc == 1 and "Traceback" not in out and all(w in last for w in words), out[-3000:]
+    assert not list((tmp_path / "runs").rglob("*.pt"))
