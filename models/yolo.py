@@ -116,7 +116,7 @@ def parse_model(d, ch):
             raise ModelConfigError(f"{where}: layer {i}: unknown module {name!r}; known: {', '.join(sorted(MODULES))}")
         try:
             m_, c2, args, n_ = _build_layer(i, f, n, name, args, d, ch, gd, gw, ch_mul, no, where)
-        except (TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError, RuntimeError) as e:
+        except (TypeError, ValueError, IndexError, AttributeError, ArithmeticError, RuntimeError) as e:
             raise ModelConfigError(f"{where}: layer {i} {[f, n, name, args]} cannot be built ({type(e).__name__}: "
                                    f"{' '.join(str(e).split())[:200]}); check its from, number and args.") from None
         m_.i, m_.f, m_.type = i, f, name
@@ -214,7 +214,7 @@ class DetectionModel(nn.Module):
             with torch.no_grad():
                 try:
                     outs = self.forward(torch.zeros(1, ch, s, s))
-                except (RuntimeError, IndexError, TypeError, ValueError) as e:  # layers whose shapes do not meet
+                except (RuntimeError, IndexError, TypeError, ValueError, ArithmeticError) as e:  # shapes that do not meet
                     raise ModelConfigError(f"{self.yaml_file or 'model YAML'}: the layers do not fit together on a "
                                            f"{s}x{s} image ({' '.join(str(e).split())[:200]}); check from and args."
                                            ) from None
