@@ -214,7 +214,7 @@ class DetectionModel(nn.Module):
             with torch.no_grad():
                 try:
                     outs = self.forward(torch.zeros(1, ch, s, s))
-                except (RuntimeError, IndexError, TypeError, ValueError, ArithmeticError) as e:  # shapes that do not meet
+                except (RuntimeError, IndexError, TypeError, ValueError, ArithmeticError) as e:  # shapes not meeting
                     raise ModelConfigError(f"{self.yaml_file or 'model YAML'}: the layers do not fit together on a "
                                            f"{s}x{s} image ({' '.join(str(e).split())[:200]}); check from and args."
                                            ) from None
