@@ -102,3 +102,14 @@ def check_channels(i, name, c1, c2, args, n, where):
     if n > MAX_REPEATS or n * c1 * c2 * k * k > MAX_LAYER_PARAMS:
         raise ModelConfigError(f"{where}: layer {i} {name} is too large ({n} x {c1}->{c2} channels, kernel {k}); "
                                "check its number and args.")
+
+
+def check_detect_args(i, args, where):
+    """Detect's [nc, anchors] after 'nc'/'anchors' are replaced by the config's values."""
+    nc = args[0] if args else None
+    if not isinstance(nc, int) or isinstance(nc, bool) or not 1 <= nc <= MAX_NC:
+        raise ModelConfigError(f"{where}: layer {i} Detect args {describe(args)} must start with the class count "
+                               f"(nc, or a whole number from 1 to {MAX_NC:,}).")
+    if len(args) < 2:
+        raise ModelConfigError(f"{where}: layer {i} Detect args {describe(args)} need the anchors too: [nc, anchors].")
+    _check_anchors(args[1], where)

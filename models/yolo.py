@@ -13,7 +13,7 @@ if __name__ == "__main__" or str(Path(__file__).resolve().parents[1]) not in sys
 
 from models.common import (C3, C3SPP, C3TR, SPP, SPPF, Bottleneck, BottleneckCSP, C3Ghost, C3x, Concat, Contract, Conv,
                            CrossConv, DWConv, DWConvTranspose2d, Expand, Focus, GhostBottleneck, GhostConv)
-from models.model_config import ModelConfigError, check_channels, check_model_dict
+from models.model_config import ModelConfigError, check_channels, check_detect_args, check_model_dict
 from utils.backend import nn, torch
 from utils.general import LOGGER, find_repo_file, make_divisible
 from utils.model_stats import fuse_conv_and_bn, model_summary
@@ -149,6 +149,7 @@ def _build_layer(i, f, n, name, args, d, ch, gd, gw, ch_mul, no, where):
     elif m is Concat:
         c2 = sum(ch[x] for x in f)
     elif m is Detect:
+        check_detect_args(i, args, where)
         args.append([ch[x] for x in f])
         if isinstance(args[1], int):  # number of anchors per level: placeholder anchors
             args[1] = [list(range(args[1] * 2))] * len(f)

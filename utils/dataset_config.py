@@ -67,7 +67,8 @@ def _normalize_names(data, file):
     if len(names) > MAX_CLASSES:
         raise DatasetError(f"{file}: 'names' holds {len(names):,} entries, over the {MAX_CLASSES:,} classes a "
                            "detection dataset of this project may have; is it the right file?")
-    names = {int(k) if isinstance(k, str) and k.strip().isdigit() else k: v for k, v in names.items()}  # '0': quoted index
+    names = {int(k) if isinstance(k, str) and k.strip().isdigit() else k: v  # a quoted index: '0': person
+             for k, v in names.items()}
     for k, v in names.items():
         if not isinstance(v, (str, int)) or isinstance(v, bool) or isinstance(k, bool) or not isinstance(k, int):
             raise DatasetError(f"{file}: 'names' entry {describe(k)}: {describe(v)} is not a class index and a "
