@@ -163,6 +163,7 @@ def test_checkpoints(sandbox, yolov5n_pt):
 
     from models.experimental import attempt_load
     from utils.checkpoint import save_checkpoint
+    from utils.engine.initial_model import pretrained_model
     sources = [Path(yolov5n_pt).read_bytes(), _legacy_yolov5ck(sandbox, yolov5n_pt)]
     swaps = [{"model": 5}, {"ema": [1, 2], "model": None}, {"model": {"yaml": "x"}}, {"epoch": "x"}, [1, 2, 3],
              "text", {"model.0.conv.weight": np.zeros(3)}]
@@ -174,6 +175,9 @@ def test_checkpoints(sandbox, yolov5n_pt):
             data, label = mutate_bytes(rng, sources[j])
             label = f"{('PyTorch zip', 'YOLOv5CK')[j]} {label}"
             f.write_bytes(data)
+        elif r < 0.7:  # a YOLOv5CK file whose JSON header has one value swapped, its checksum made right again
+            f.write_bytes(_swapped_yolov5ck(rng, sources[1], sandbox / MARKER))
+            label = "YOLOv5CK header swap"
         elif r < 0.85:
             obj = rng.choice(swaps)
             save_checkpoint(obj, f)
@@ -182,9 +186,12 @@ def test_checkpoints(sandbox, yolov5n_pt):
             with zipfile.ZipFile(f, "w") as zf:
                 zf.writestr("x/data.pkl", pickle.dumps({"model": _Payload(sandbox / MARKER)}, protocol=2))
             label = "code-running pickle"
-        kind, m = outcome(lambda: attempt_load(f), f"checkpoint {label}")
+        kind, m = outcome(lambda: attempt_load(f), f"checkpoint {label}")  # val.py, detect.py
         if kind == "ok":
             assert m.stride is not None and len(m.names) == m.yaml["nc"]
+        kind, m = outcome(lambda: pretrained_model(str(f), "", 80), f"train.py --weights {label}")
+        if kind == "ok":
+            assert m.stride is not None
 
 
 def _legacy_yolov5ck(sandbox, yolov5n_pt):
@@ -194,6 +201,19 @@ def _legacy_yolov5ck(sandbox, yolov5n_pt):
     f = sandbox / "legacy.pt"
     save_yolov5ck({"epoch": 1, "model": load_any(yolov5n_pt)["model"]}, f)
     return f.read_bytes()
+
+
+def _swapped_yolov5ck(rng, buf, marker):
+    import json
+    import zlib
+
+    from adversarial_inputs import swap_in
+    from utils.checkpoint.legacy_yolov5ck import HEAD, MAGIC, TRAIL, TRAILER_MAGIC
+    _, version, hlen = HEAD.unpack_from(buf, 0)
+    header, _ = swap_in(rng, json.loads(buf[HEAD.size:HEAD.size + hlen]), marker)
+    text = json.dumps(header).encode()
+    body = HEAD.pack(MAGIC, version, len(text)) + text + buf[HEAD.size + hlen:len(buf) - TRAIL.size]
+    return body + TRAIL.pack(TRAILER_MAGIC, len(body), zlib.crc32(body) & 0xFFFFFFFF)
 
 
 class _Payload:

@@ -10,8 +10,8 @@ import pickletools
 import zipfile
 
 from utils.checkpoint.records import CheckpointError, ModelRecord
+from utils.checkpoint.torch_reader import MAX_PICKLE_BYTES
 
-MAX_PICKLE_BYTES = 256 << 20  # an object pickle (tensors are stored apart); yolov5x's is under 1 MB
 _DETECTION_SCRIPTS = "this project's train.py, val.py and detect.py take YOLOv5 detection checkpoints (yolov5n.pt...)"
 _OTHER_KINDS = (  # (global names that mark the kind, what the file is, what runs it)
     (("models.yolo.SegmentationModel", "models.yolo.Segment"), "a YOLOv5 segmentation checkpoint",
