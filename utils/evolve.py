@@ -120,7 +120,11 @@ def initial_population(hyp, folder=None, resume=None, csv=None):
     if resume:
         path = _existing(resume, "--resume_evolve")
         if path.suffix == ".csv":
-            keys, x = read_evolve_csv(path)
+            try:
+                keys, x = read_evolve_csv(path)
+            except (ValueError, IndexError) as e:  # UnicodeDecodeError is a ValueError
+                raise EvolveError(f"--resume_evolve {path}: not a readable evolve.csv ({type(e).__name__}: "
+                                  f"{' '.join(str(e).split())[:100]}).") from None
             if len(keys) < 8 or keys[0] != RESULT_KEYS[0]:
                 raise EvolveError(f"--resume_evolve {path}: not an evolve.csv (first column {keys[0]!r}).")
             if csv is not None and Path(csv).resolve() != path.resolve():
