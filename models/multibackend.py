@@ -45,6 +45,20 @@ def _names_dict(names, source="the model"):
     return {int(k): str(v) for k, v in names.items()}
 
 
+def onnx_file_info(w):
+    """(stride, names or None, static input shape or None) of an .onnx file, read without the onnx package; a
+    damaged file or metadata is one ModelLoadError line."""
+    from utils.export.onnx_meta import read_onnx_info
+    try:
+        meta, shape = read_onnx_info(w)
+    except ValueError as e:
+        raise ModelLoadError(f"--weights {w}: {e}; re-export it with export.py --include onnx") from None
+    shape = shape if shape and all(isinstance(d, int) and d > 0 for d in shape) else None
+    if "stride" in meta:
+        return _stride(meta["stride"], w), _literal_names(meta.get("names"), w), shape
+    return 32, None, shape
+
+
 def _first_line(e):
     return " ".join(str(e).split())[:160]
 
@@ -162,19 +176,14 @@ class DetectMultiBackend(nn.Module):
 
     def _load_opencv_dnn(self, w):
         import cv2
-
-        from utils.export.onnx_meta import read_onnx_info
         try:
             self.net = cv2.dnn.readNetFromONNX(w)
         except cv2.error as e:
             raise ModelLoadError(f"--weights {w}: OpenCV cannot load it as ONNX ({_first_line(e)}); re-export it "
                                  "with export.py --include onnx") from None
         self.input_dtype = np.float32
-        meta, shape = read_onnx_info(w)
-        self.input_shape = shape if shape and all(isinstance(d, int) and d > 0 for d in shape) else None
-        if "stride" in meta:
-            return _stride(meta["stride"], w), _literal_names(meta.get("names"), w)
-        return 32, None
+        stride, names, self.input_shape = onnx_file_info(w)
+        return stride, names
 
     def _load_openvino(self, w):
         from utils.export.to_openvino import import_openvino

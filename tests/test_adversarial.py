@@ -237,6 +237,54 @@ def test_exported_models(sandbox):
         assert kind == "error"  # none of these is a model
 
 
+def _pb(num, payload):
+    """One length-delimited protobuf field (the wire format ONNX files use)."""
+    def varint(n):
+        out = b""
+        while True:
+            out += bytes([(n & 0x7F) | (0x80 if n > 0x7F else 0)])
+            n >>= 7
+            if not n:
+                return out
+    if isinstance(payload, int):
+        return varint(num << 3) + varint(payload)
+    return varint(num << 3 | 2) + varint(len(payload)) + payload
+
+
+def _onnx_bytes(meta):
+    """A ModelProto holding only what read_onnx_info reads: an input of shape (1, 3, 32, 32) and metadata."""
+    shape = b"".join(_pb(1, _pb(1, d)) for d in (1, 3, 32, 32))
+    graph = _pb(11, _pb(1, b"images") + _pb(2, _pb(1, _pb(1, 1) + _pb(2, shape))))
+    props = b"".join(_pb(14, _pb(1, k.encode()) + _pb(2, v.encode("utf-8", "surrogateescape")))  # \udcff: byte ff
+                    for k, v in meta.items())
+    return _pb(1, 8) + _pb(7, graph) + props
+
+
+def test_onnx_metadata(sandbox):
+    from models.multibackend import onnx_file_info
+    from utils.export.onnx_meta import read_onnx_info
+    good = {"stride": "32", "names": "{0: 'person', 1: 'bus'}"}
+    assert read_onnx_info(_write(sandbox / "ok.onnx", _onnx_bytes(good)))[1] == (1, 3, 32, 32)
+    values = ["__import__('os').system('touch %s')" % (sandbox / MARKER), "[" * 5000, "{0: 'a'} " * 3, "1e309", "-32",
+              "{0: [1]}", "'x' * 10 ** 9", "", "None", "{'a': 'b'}", "[" + "'n'," * 20000 + "]", "\udcff"]
+    for i, rng in _each("onnx"):
+        if rng.random() < 0.5:
+            data, label = mutate_bytes(rng, _onnx_bytes(good))
+        else:
+            key, value = rng.choice(sorted(good)), rng.choice(values)
+            data, label = _onnx_bytes({**good, key: value}), f"{key} = {value[:30]!r}"
+        f = _write(sandbox / f"o{i}.onnx", data)
+
+        kind, r = outcome(lambda: onnx_file_info(f), f"ONNX metadata {label}")  # what --dnn reads
+        if kind == "ok" and r[1] is not None:
+            assert 1 <= r[0] <= 1024 and all(isinstance(v, str) for v in r[1].values())
+
+
+def _write(f, data):
+    f.write_bytes(data)
+    return f
+
+
 # ---------------------------------------------------------------------------------------------- media
 def test_images(sandbox):
     from utils.data.labels import _verify_pair
