@@ -96,6 +96,8 @@ def _whole(v, file, key):
 def _check_split(data, k, where):
     """train/val/test: a path (text) or a non-empty list of paths; an empty or other value is one line."""
     v = data.get(k)
+    if isinstance(v, os.PathLike) or isinstance(v, (list, tuple)) and any(isinstance(x, os.PathLike) for x in v):
+        v = data[k] = [str(x) for x in v] if isinstance(v, (list, tuple)) else str(v)  # a dict built in code
     if k == "test" and v in (None, ""):
         return
     ok = isinstance(v, str) and v.strip() or (isinstance(v, (list, tuple)) and v and
@@ -152,6 +154,8 @@ def check_dataset(data, autodownload=True, allow_scripts=False):
         _check_split(data, k, where)
     data["names"] = _normalize_names(data, where)
     data["nc"] = len(data["names"])
+    if isinstance(data.get("path"), os.PathLike):
+        data["path"] = str(data["path"])
     if data.get("path") is not None and (not isinstance(data["path"], str) or len(data["path"]) > 4096 or
                                          "\0" in data["path"]):
         raise DatasetError(f"{where}: 'path: {describe(data['path'])}' must be a folder path (text); quote it if it "
