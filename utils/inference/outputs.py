@@ -1,6 +1,7 @@
 """What detect.py writes for each image or frame: annotated images and videos (one writer per source), label
 files (--save-txt), crops (--save-crop) and predictions.csv (--save-csv)."""
 import csv
+import os
 from pathlib import Path
 
 import cv2
@@ -91,5 +92,4 @@ def utf8_name(path):
         path.encode("utf-8")
         return path
     except UnicodeEncodeError:
-        import os
         return os.fsencode(path).decode("utf-8", "backslashreplace")
