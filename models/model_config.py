@@ -113,3 +113,33 @@ def check_detect_args(i, args, where):
     if len(args) < 2:
         raise ModelConfigError(f"{where}: layer {i} Detect args {describe(args)} need the anchors too: [nc, anchors].")
     _check_anchors(args[1], where)
+
+
+_MODES = ("nearest", "bilinear", "bicubic")  # nn.Upsample's modes
+_LIST_ARGS = ("SPP", "C3SPP", "nn.ZeroPad2d")  # the layers that take a list: pooling kernels, paddings
+
+
+def _plain_arg(a, lists):
+    if a is None or isinstance(a, bool):
+        return True
+    if isinstance(a, int):
+        return 0 <= a <= MAX_CHANNELS
+    if isinstance(a, float):
+        return math.isfinite(a) and 0 < a <= 16
+    if isinstance(a, str):
+        return a in _MODES
+    return lists and isinstance(a, (list, tuple)) and 0 < len(a) <= 16 and all(
+        isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= 64 for x in a)  # pooling kernels, paddings
+
+
+def check_args(i, name, args, where):
+    """A layer's args (other than Detect's): None, flags, counts, fractions, kernel lists, an Upsample mode. Checked
+    before the module is built: OneFlow aborts the process (no exception) on an empty kernel list, for one."""
+    lists = name in _LIST_ARGS  # elsewhere a list is a kernel OneFlow aborts on ([1]: a 1-d kernel for a 2-d conv)
+    bad = next((a for a in args if not _plain_arg(a, lists)), _OK)
+    if bad is not _OK:
+        raise ModelConfigError(f"{where}: layer {i} {name} argument {describe(bad)} in {describe(args)} is not a "
+                               f"size, a flag or a mode this layer takes; {LAYOUT}.")
+
+
+_OK = object()

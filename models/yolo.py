@@ -13,7 +13,7 @@ if __name__ == "__main__" or str(Path(__file__).resolve().parents[1]) not in sys
 
 from models.common import (C3, C3SPP, C3TR, SPP, SPPF, Bottleneck, BottleneckCSP, C3Ghost, C3x, Concat, Contract, Conv,
                            CrossConv, DWConv, DWConvTranspose2d, Expand, Focus, GhostBottleneck, GhostConv)
-from models.model_config import ModelConfigError, check_channels, check_detect_args, check_model_dict
+from models.model_config import ModelConfigError, check_args, check_channels, check_detect_args, check_model_dict
 from utils.backend import nn, torch
 from utils.general import LOGGER, find_repo_file, make_divisible
 from utils.model_stats import fuse_conv_and_bn, model_summary
@@ -116,7 +116,7 @@ def parse_model(d, ch):
             raise ModelConfigError(f"{where}: layer {i}: unknown module {name!r}; known: {', '.join(sorted(MODULES))}")
         try:
             m_, c2, args, n_ = _build_layer(i, f, n, name, args, d, ch, gd, gw, ch_mul, no, where)
-        except (TypeError, ValueError, IndexError, AttributeError, ArithmeticError, RuntimeError) as e:
+        except (TypeError, ValueError, IndexError, AttributeError, ArithmeticError, RuntimeError, AssertionError) as e:
             raise ModelConfigError(f"{where}: layer {i} {[f, n, name, args]} cannot be built ({type(e).__name__}: "
                                    f"{' '.join(str(e).split())[:200]}); check its from, number and args.") from None
         m_.i, m_.f, m_.type = i, f, name
@@ -160,6 +160,8 @@ def _build_layer(i, f, n, name, args, d, ch, gd, gw, ch_mul, no, where):
     else:
         c2 = ch[f]
 
+    if m is not Detect:
+        check_args(i, name, args[2:] if m in _CHANNEL_MODULES else args, where)
     if m in _CHANNEL_MODULES:  # before anything is allocated: a small file must not ask for gigabytes
         check_channels(i, name, args[0], c2, args, n_, where)
     elif m is Contract or m is Expand:
@@ -215,7 +217,7 @@ class DetectionModel(nn.Module):
             with torch.no_grad():
                 try:
                     outs = self.forward(torch.zeros(1, ch, s, s))
-                except (RuntimeError, IndexError, TypeError, ValueError, ArithmeticError) as e:  # shapes not meeting
+                except (RuntimeError, IndexError, TypeError, ValueError, ArithmeticError, AssertionError) as e:
                     raise ModelConfigError(f"{self.yaml_file or 'model YAML'}: the layers do not fit together on a "
                                            f"{s}x{s} image ({' '.join(str(e).split())[:200]}); check from and args."
                                            ) from None
