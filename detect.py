@@ -74,7 +74,7 @@ def run(weights=ROOT / "yolov5s.pt", source=ROOT / "data/images", data=None, img
             dataset.close()
 
     if skipped:
-        LOGGER.warning(f"WARNING: {skipped} unreadable image(s) skipped")
+        LOGGER.warning(f"WARNING: {skipped} unreadable image(s) or video(s) skipped")
     t = ms_per_image(profiles, seen)
     LOGGER.info(f"Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape {(1, 3, *imgsz)}" % t)
     if save_txt or save_img:

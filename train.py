@@ -35,6 +35,7 @@ from utils.distributed.launch import training_device  # noqa: E402
 from utils.engine.errors import TrainingError  # noqa: E402
 from utils.engine.hyp import load_hyp  # noqa: E402
 from utils.engine.run import train  # noqa: E402
+from utils.engine.saved_options import check_saved_options  # noqa: E402
 from utils.engine.seeding import process_seed  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
@@ -125,6 +126,7 @@ def resume_opt(opt):
     saved = without_consent(saved)
     save_dir = last.parent.parent
     new = parse_opt(True, args=[])
+    check_saved_options(saved, vars(new), last)
     vars(new).update(saved)
     for k in CONSENT_OPTIONS:  # the person resuming decides, as when the run started
         setattr(new, k, getattr(opt, k, False))

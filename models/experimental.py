@@ -10,7 +10,8 @@ from pathlib import Path
 
 from models.from_record import build_model
 from utils.backend import nn, torch
-from utils.checkpoint import CheckpointError, ModelRecord, load_any
+from utils.checkpoint import load_any
+from utils.checkpoint.kind import pick_model_record
 from utils.log import LOGGER
 
 
@@ -22,15 +23,6 @@ class Ensemble(nn.ModuleList):
         return torch.cat(y, 1), None
 
 
-def _pick_record(ckpt, source):
-    """EMA weights when stored (they are what validation uses), else the raw model, like ultralytics."""
-    for key in ("ema", "model"):
-        rec = ckpt.get(key)
-        if isinstance(rec, ModelRecord):
-            return rec
-    raise CheckpointError(f"{source}: no model in checkpoint (keys: {sorted(ckpt)})")
-
-
 def load_single(weights, device=None, inplace=True, fuse=True, build_model=build_model):
     """One checkpoint file -> float32 model in eval mode (fused when asked). build_model: the task's model builder
     (Task.build_model; detection's by default)."""
@@ -39,7 +31,7 @@ def load_single(weights, device=None, inplace=True, fuse=True, build_model=build
     level = LOGGER.level
     LOGGER.setLevel(logging.WARNING)  # rebuilt, not new: its layer table is not printed (ultralytics unpickles it)
     try:
-        model = build_model(_pick_record(ckpt, w), source=str(w))
+        model = build_model(pick_model_record(ckpt, w), source=str(w))
     finally:
         LOGGER.setLevel(level)
     model.pt_path = str(w)  # where it came from, as ultralytics' attempt_load records it

@@ -3,23 +3,53 @@ returns for a stored model, whatever wrote the file): yaml -> model, then the we
 The checkpoint package reads and writes records only; its readers and writer take this function as their model
 builder (``load_checkpoint(path, build_models=build_model)``)."""
 import copy
+import numbers
 
 import numpy as np
 
 from models.yolo import DetectionModel
-from utils.checkpoint.records import MODEL_ATTRS, CheckpointError, from_numpy, load_record_state_dict, tensor_to_numpy
+from utils.checkpoint.records import (DAMAGED_REMEDY, MODEL_ATTRS, CheckpointError, from_numpy, load_record_state_dict,
+                                      tensor_to_numpy)
+from utils.errors import UserError
 
 
 def build_model(record, source="checkpoint"):
     """A float32 DetectionModel from a record (any format): yaml -> model, weights, names, hyp, class weights, and
-    the train/eval mode it was saved in."""
+    the train/eval mode it was saved in. Every stored value is checked where it is used: a damaged or foreign one is
+    a CheckpointError naming the file."""
     cfg = record.get("yaml")
     if not isinstance(cfg, dict):
         raise CheckpointError(f"{source}: the stored model has no yaml dict, cannot rebuild it")
     cfg = copy.deepcopy(cfg)
     nc = record.get("nc") or cfg.get("nc")
-    model = DetectionModel(cfg, ch=cfg.get("ch", 3), nc=nc)
-    load_record_state_dict(model, record["state_dict"], source)
+    if not isinstance(nc, numbers.Integral) or isinstance(nc, bool):
+        raise CheckpointError(f"{source}: the stored model's nc {str(nc)[:40]!r} is not a class count; "
+                              f"{DAMAGED_REMEDY}")
+    try:
+        model = DetectionModel(cfg, ch=cfg.get("ch", 3), nc=int(nc))
+    except UserError as e:  # the stored yaml fails the model YAML checks: name the checkpoint it came from
+        raise CheckpointError(f"{source}: its stored model cannot be rebuilt ({e})") from None
+    sd = record.get("state_dict")
+    if not isinstance(sd, dict):
+        raise CheckpointError(f"{source}: the stored model has no state dict ({type(sd).__name__}); {DAMAGED_REMEDY}")
+    load_record_state_dict(model, sd, source)
+    try:
+        _set_model_attrs(model, record)
+        stored_stride = record.get("stride")
+        same = stored_stride is None or _same_stride(model, stored_stride)
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{source}: a stored model attribute is malformed ({e}); {DAMAGED_REMEDY}") from None
+    if not same:
+        raise CheckpointError(f"{source}: stored stride {np.asarray(stored_stride).tolist()} differs from the "
+                              f"rebuilt model's {tensor_to_numpy(model.stride).tolist()}")
+    model = model.float()
+    if "training" in record:
+        model.train(bool(record["training"]))
+    return model
+
+
+def _set_model_attrs(model, record):
+    """names, nc, hyp and class weights of the stored model, set on the rebuilt one as official training sets them."""
     for k in MODEL_ATTRS:
         v = record.get(k)
         if v is None:
@@ -29,13 +59,9 @@ def build_model(record, source="checkpoint"):
         if k == "class_weights":
             v = from_numpy(np.asarray(v, dtype=np.float32))
         setattr(model, k, v)
-    stored_stride = record.get("stride")
-    if stored_stride is not None:
-        ours = np.asarray(tensor_to_numpy(model.stride), dtype=np.float32)
-        if ours.shape != np.asarray(stored_stride).shape or not np.allclose(ours, stored_stride):
-            raise CheckpointError(f"{source}: stored stride {np.asarray(stored_stride).tolist()} differs from the "
-                                  f"rebuilt model's {ours.tolist()}")
-    model = model.float()
-    if "training" in record:
-        model.train(bool(record["training"]))
-    return model
+
+
+def _same_stride(model, stored):
+    ours = np.asarray(tensor_to_numpy(model.stride), dtype=np.float32)
+    stored = np.asarray(stored, dtype=np.float32)
+    return ours.shape == stored.shape and np.allclose(ours, stored)

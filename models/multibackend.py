@@ -24,30 +24,70 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-import yaml
 
 from models.experimental import attempt_load
 from models.from_record import build_model
+from models.model_config import MAX_NC
 from utils.backend import cuda_available, from_numpy, is_cuda, nn, require_pytorch, select_device, to_numpy, torch
 from utils.errors import UserError
 from utils.export.formats import FLAGS, FORMATS, RUN_HERE, RUNTIMES, model_type
 from utils.export.onnx_meta import read_onnx_info
 from utils.export.to_openvino import import_openvino
+from utils.yaml_files import describe, read_yaml
 
 
 class ModelLoadError(UserError):
     pass
 
 
-def _names_dict(names):
-    if isinstance(names, dict):
-        return {int(k): v for k, v in names.items()}
-    return dict(enumerate(names))
+def _names_dict(names, source="the model"):
+    """Class names as {int: str}, from a list or dict of at most MAX_NC names stored with a model; else one line."""
+    if isinstance(names, (list, tuple)):
+        names = dict(enumerate(names))
+    if isinstance(names, dict):  # JSON metadata (TorchScript) keeps the class indices as text
+        names = {int(k) if isinstance(k, str) and k.isdigit() else k: v for k, v in names.items()}
+    if (not isinstance(names, dict) or len(names) > MAX_NC or
+            not all(isinstance(k, int) and isinstance(v, (str, int)) for k, v in names.items())):
+        raise ModelLoadError(f"{source}: class names {describe(names)} are not a list or dict of at most "
+                             f"{MAX_NC:,} names; re-export the model with export.py.")
+    return {int(k): str(v) for k, v in names.items()}
 
 
-def _literal_names(text):
+def onnx_file_info(w):
+    """(stride, names or None, static input shape or None) of an .onnx file, read without the onnx package; a
+    damaged file or metadata is one ModelLoadError line."""
+    from utils.export.onnx_meta import read_onnx_info
+    try:
+        meta, shape = read_onnx_info(w)
+    except ValueError as e:
+        raise ModelLoadError(f"--weights {w}: {e}; re-export it with export.py --include onnx") from None
+    shape = shape if shape and all(isinstance(d, int) and d > 0 for d in shape) else None
+    if "stride" in meta:
+        return _stride(meta["stride"], w), _literal_names(meta.get("names"), w), shape
+    return 32, None, shape
+
+
+def _first_line(e):
+    return " ".join(str(e).split())[:160]
+
+
+def _stride(v, source):
+    try:
+        x = float(v) if isinstance(v, (int, float, str)) and not isinstance(v, bool) else 0.0
+    except ValueError:
+        x = 0.0
+    if not (x.is_integer() and 1 <= x <= 1024):
+        raise ModelLoadError(f"{source}: stride {describe(v)} is not a whole number of pixels; re-export the model.")
+    return int(x)
+
+
+def _literal_names(text, source="ONNX metadata"):
     """Class names stored as a Python literal (ONNX metadata): read with ast.literal_eval, which evaluates no code."""
-    return _names_dict(ast.literal_eval(text))
+    try:
+        names = ast.literal_eval(text) if isinstance(text, str) and len(text) < (1 << 20) else None
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        names = None
+    return _names_dict(names, source)
 
 
 def _no_runtime_here(w, kind):
@@ -123,13 +163,22 @@ class DetectMultiBackend(nn.Module):
     def _load_torchscript(self, w, device):
         pytorch = require_pytorch(f"{w}: a TorchScript model")
         extra_files = {"config.txt": ""}
-        self.model = pytorch.jit.load(w, _extra_files=extra_files, map_location=device)
+        try:
+            self.model = pytorch.jit.load(w, _extra_files=extra_files, map_location=device)
+        except (RuntimeError, ValueError, OSError) as e:  # a damaged or foreign file
+            raise ModelLoadError(f"--weights {w}: not a TorchScript model this PyTorch loads ({_first_line(e)}); "
+                                 "re-export it with export.py --include torchscript") from None
         self.model.half() if self.fp16 else self.model.float()
         if not extra_files["config.txt"]:
             return 32, None
-        d = json.loads(extra_files["config.txt"])
-        self.input_shape = tuple(d["shape"]) if "shape" in d else None
-        return int(d["stride"]), d["names"]
+        try:
+            d = json.loads(extra_files["config.txt"])
+        except ValueError:
+            d = None
+        if not isinstance(d, dict):
+            raise ModelLoadError(f"--weights {w}: its config.txt is not the JSON export.py writes; re-export it.")
+        self.input_shape = tuple(d["shape"]) if isinstance(d.get("shape"), list) else None
+        return _stride(d.get("stride"), w), _names_dict(d.get("names"), w)
 
     def _load_onnxruntime(self, w, cuda):
         try:
@@ -140,7 +189,11 @@ class DetectMultiBackend(nn.Module):
                                  "with OpenCV") from None
         providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda else ["CPUExecutionProvider"]
         providers = [p for p in providers if p in onnxruntime.get_available_providers()]
-        self.session = onnxruntime.InferenceSession(w, providers=providers)
+        try:
+            self.session = onnxruntime.InferenceSession(w, providers=providers)
+        except Exception as e:  # noqa: BLE001 (onnxruntime's own error types: a damaged or foreign file)
+            raise ModelLoadError(f"--weights {w}: onnxruntime cannot load it ({_first_line(e)}); re-export it with "
+                                 "export.py --include onnx") from None
         self.output_names = [x.name for x in self.session.get_outputs()]
         inp = self.session.get_inputs()[0]
         self.input_name = inp.name
@@ -148,7 +201,7 @@ class DetectMultiBackend(nn.Module):
         self.input_dtype = np.float16 if inp.type == "tensor(float16)" else np.float32
         meta = self.session.get_modelmeta().custom_metadata_map
         if "stride" in meta:
-            return int(meta["stride"]), _literal_names(meta["names"])
+            return _stride(meta["stride"], w), _literal_names(meta.get("names"), w)
         return 32, None
 
     def _load_opencv_dnn(self, w):
@@ -163,11 +216,8 @@ class DetectMultiBackend(nn.Module):
         finally:
             log.setLogLevel(level)
         self.input_dtype = np.float32
-        meta, shape = read_onnx_info(w)
-        self.input_shape = shape if shape and all(isinstance(d, int) and d > 0 for d in shape) else None
-        if "stride" in meta:
-            return int(meta["stride"]), _literal_names(meta["names"])
-        return 32, None
+        stride, names, self.input_shape = onnx_file_info(w)
+        return stride, names
 
     def _load_openvino(self, w):
         try:
@@ -191,18 +241,17 @@ class DetectMultiBackend(nn.Module):
         self.input_dtype = np.float32
         meta = xml.with_suffix(".yaml")
         if meta.exists():
-            with open(meta) as f:
-                d = yaml.safe_load(f)
-            return int(d["stride"]), d["names"]
+            d = read_yaml(meta, what="OpenVINO metadata", error=ModelLoadError)
+            return _stride(d.get("stride"), meta), _names_dict(d.get("names"), meta)
         return 32, None
 
     @staticmethod
     def _names_from_data(data):
         if data and Path(data).is_file():
-            with open(data, errors="ignore") as f:
-                d = yaml.safe_load(f) or {}
-            if d.get("names"):
-                return d["names"]
+            from utils.dataset_config import DatasetError, _normalize_names
+            d = read_yaml(data, what="--data", error=DatasetError)
+            if d.get("names") is not None:
+                return _normalize_names(d, data)
         return {i: f"class{i}" for i in range(999)}
 
     # ------------------------------------------------------------------------------------------------ inference

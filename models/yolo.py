@@ -12,10 +12,9 @@ from pathlib import Path
 if __name__ == "__main__" or str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # so `python models/yolo.py` finds utils/
 
-import yaml
-
 from models.common import (C3, C3SPP, C3TR, SPP, SPPF, Bottleneck, BottleneckCSP, C3Ghost, C3x, Concat, Contract, Conv,
                            CrossConv, DWConv, DWConvTranspose2d, Expand, Focus, GhostBottleneck, GhostConv)
+from models.model_config import ModelConfigError, check_args, check_channels, check_detect_args, check_model_dict
 from utils.backend import nn, select_device, torch
 from utils.img_size import make_divisible
 from utils.log import LOGGER
@@ -23,6 +22,7 @@ from utils.model_stats import fuse_conv_and_bn, model_summary
 from utils.paths import find_repo_file
 from utils.plots import feature_visualization
 from utils.tta import forward_augment  # test-time augmentation lives with validation code
+from utils.yaml_files import read_yaml
 
 MODELS_DIR = Path(__file__).resolve().parent
 
@@ -102,9 +102,11 @@ def parse_model(d, ch):
     anchors, nc, gd, gw = d["anchors"], d["nc"], d["depth_multiple"], d["width_multiple"]
     ch_mul = d.get("channel_multiple") or 8  # widths are rounded up to a multiple of this
     act = d.get("activation")
+    where = d.get("yaml_file") or "model YAML"
     if act:
         if act not in ("nn.SiLU()", "nn.ReLU()", "nn.LeakyReLU(0.1)", "nn.Hardswish()"):
-            raise ValueError(f"activation {act!r} is not supported (use nn.SiLU(), nn.ReLU(), nn.LeakyReLU(0.1) or nn.Hardswish())")
+            raise ModelConfigError(f"{where}: activation {act!r} is not supported (use nn.SiLU(), nn.ReLU(), "
+                                   "nn.LeakyReLU(0.1) or nn.Hardswish())")
         Conv.default_act = {"nn.SiLU()": nn.SiLU(), "nn.ReLU()": nn.ReLU(), "nn.LeakyReLU(0.1)": nn.LeakyReLU(0.1),
                             "nn.Hardswish()": nn.Hardswish()}[act]
     else:
@@ -116,35 +118,12 @@ def parse_model(d, ch):
     layers, save, c2 = [], [], ch[-1]
     for i, (f, n, name, args) in enumerate(d["backbone"] + d["head"]):
         if name not in MODULES:
-            raise KeyError(f"model YAML layer {i}: unknown module {name!r}; known: {', '.join(sorted(MODULES))}")
-        m = MODULES[name]
-        args = [_resolve_arg(a, d) for a in args]
-        n = n_ = max(round(n * gd), 1) if n > 1 else n  # depth gain
-
-        if m in _CHANNEL_MODULES:
-            c1, c2 = ch[f], args[0]
-            if c2 != no:
-                c2 = make_divisible(c2 * gw, ch_mul)  # width gain
-            args = [c1, c2, *args[1:]]
-            if m in _REPEAT_MODULES:
-                args.insert(2, n)
-                n = 1
-        elif m is nn.BatchNorm2d:
-            args = [ch[f]]
-        elif m is Concat:
-            c2 = sum(ch[x] for x in f)
-        elif m is Detect:
-            args.append([ch[x] for x in f])
-            if isinstance(args[1], int):  # number of anchors per level: placeholder anchors
-                args[1] = [list(range(args[1] * 2))] * len(f)
-        elif m is Contract:
-            c2 = ch[f] * args[0] ** 2
-        elif m is Expand:
-            c2 = ch[f] // args[0] ** 2
-        else:
-            c2 = ch[f]
-
-        m_ = nn.Sequential(*(m(*args) for _ in range(n))) if n > 1 else m(*args)
+            raise ModelConfigError(f"{where}: layer {i}: unknown module {name!r}; known: {', '.join(sorted(MODULES))}")
+        try:
+            m_, c2, args, n_ = _build_layer(i, f, n, name, args, d, ch, gd, gw, ch_mul, no, where)
+        except (TypeError, ValueError, IndexError, AttributeError, ArithmeticError, RuntimeError, AssertionError) as e:
+            raise ModelConfigError(f"{where}: layer {i} {[f, n, name, args]} cannot be built ({type(e).__name__}: "
+                                   f"{' '.join(str(e).split())[:200]}); check its from, number and args.") from None
         m_.i, m_.f, m_.type = i, f, name
         m_.np = sum(p.numel() for p in m_.parameters())
         LOGGER.info(f"{i:>3}{str(f):>18}{n_:>3}{m_.np:10.0f}  {name:<40}{str(args):<30}")
@@ -154,6 +133,46 @@ def parse_model(d, ch):
             ch = []
         ch.append(c2)
     return nn.Sequential(*layers), sorted(save)
+
+
+def _build_layer(i, f, n, name, args, d, ch, gd, gw, ch_mul, no, where):
+    """One YAML layer -> (module, its output channels, the args it was built with, the repeat count)."""
+    m, c2 = MODULES[name], ch[-1]  # layers that keep their input's width (and Detect) pass ch[-1] on
+    args = [_resolve_arg(a, d) for a in args]
+    n = n_ = max(round(n * gd), 1) if n > 1 else n  # depth gain
+
+    if m in _CHANNEL_MODULES:
+        c1, c2 = ch[f], args[0]
+        if c2 != no:
+            c2 = make_divisible(c2 * gw, ch_mul)  # width gain
+        args = [c1, c2, *args[1:]]
+        if m in _REPEAT_MODULES:
+            args.insert(2, n)
+            n = 1
+    elif m is nn.BatchNorm2d:
+        args = [ch[f]]
+    elif m is Concat:
+        c2 = sum(ch[x] for x in f)
+    elif m is Detect:
+        check_detect_args(i, args, where)
+        args.append([ch[x] for x in f])
+        if isinstance(args[1], int):  # number of anchors per level: placeholder anchors
+            args[1] = [list(range(args[1] * 2))] * len(f)
+    elif m is Contract:
+        c2 = ch[f] * args[0] ** 2
+    elif m is Expand:
+        c2 = ch[f] // args[0] ** 2
+    else:
+        c2 = ch[f]
+
+    if m is not Detect:
+        check_args(i, name, args[2:] if m in _CHANNEL_MODULES else args, where)
+    if m in _CHANNEL_MODULES:  # before anything is allocated: a small file must not ask for gigabytes
+        check_channels(i, name, args[0], c2, args, n_, where)
+    elif m is Contract or m is Expand:
+        check_channels(i, name, ch[f], c2, [], n_, where)
+    m_ = nn.Sequential(*(m(*args) for _ in range(n))) if n > 1 else m(*args)
+    return m_, c2, args, n_
 
 
 def check_anchor_order(m):
@@ -172,8 +191,7 @@ def load_model_yaml(cfg):
     if isinstance(cfg, dict):
         return deepcopy(cfg)
     path = find_repo_file(cfg, what="model config", prefer=(MODELS_DIR,))
-    with open(path, errors="ignore") as f:
-        d = yaml.safe_load(f)
+    d = read_yaml(path, what="model YAML", error=ModelConfigError)
     d["yaml_file"] = path.name
     return d
 
@@ -183,13 +201,16 @@ class DetectionModel(nn.Module):
         super().__init__()
         self.yaml = load_model_yaml(cfg)
         self.yaml_file = self.yaml.get("yaml_file", "")
+        if not isinstance(self.yaml, dict):
+            check_model_dict(self.yaml, self.yaml_file or "model YAML")
         ch = self.yaml["ch"] = self.yaml.get("ch", ch)
-        if nc and nc != self.yaml["nc"]:
+        if nc and nc != self.yaml.get("nc"):
             LOGGER.info(f"Overriding model.yaml nc={self.yaml['nc']} with nc={nc}")
             self.yaml["nc"] = nc
         if anchors:
             LOGGER.info(f"Overriding model.yaml anchors with anchors={anchors}")
             self.yaml["anchors"] = round(anchors)
+        check_model_dict(self.yaml, self.yaml_file or "model YAML")
         self.model, self.save = parse_model(deepcopy(self.yaml), ch=[ch])
         self.names = [str(i) for i in range(self.yaml["nc"])]
         self.inplace = self.yaml.get("inplace", True)
@@ -199,7 +220,12 @@ class DetectionModel(nn.Module):
             s = 256  # twice the largest stride (128, P7): every level has >1 pixel, as training-mode BN needs
             m.inplace = self.inplace
             with torch.no_grad():
-                outs = self.forward(torch.zeros(1, ch, s, s))
+                try:
+                    outs = self.forward(torch.zeros(1, ch, s, s))
+                except (RuntimeError, IndexError, TypeError, ValueError, ArithmeticError, AssertionError) as e:
+                    raise ModelConfigError(f"{self.yaml_file or 'model YAML'}: the layers do not fit together on a "
+                                           f"{s}x{s} image ({' '.join(str(e).split())[:200]}); check from and args."
+                                           ) from None
             m.stride = torch.tensor([s / x.shape[-2] for x in outs])
             check_anchor_order(m)
             m.anchors /= m.stride.view(-1, 1, 1)

@@ -8,19 +8,18 @@ runs only with YOLO_ALLOW_DOWNLOAD_SCRIPTS=1 (or train.py/val.py --allow-downloa
 first. Without consent the user gets one line with the command and the two ways on."""
 import difflib
 import os
-import re
 import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 
-import yaml
 
 from utils.archive_extract import UnsafeArchive, safe_extract_zip
 from utils.errors import UserError
 from utils.log import LOGGER, colorstr
 from utils.paths import ROOT, RepoFileNotFound, find_repo_file
 from utils.settings import ALLOW_DOWNLOAD_SCRIPTS
+from utils.yaml_files import describe, read_yaml
 
 
 class DatasetError(UserError, FileNotFoundError):
@@ -29,6 +28,7 @@ class DatasetError(UserError, FileNotFoundError):
 
 KNOWN_KEYS = {"path", "train", "val", "test", "names", "nc", "download"}
 ALLOW_SCRIPTS_ENV = ALLOW_DOWNLOAD_SCRIPTS.name
+MAX_CLASSES = 10_000  # a bound on what a data YAML can make the model and metrics allocate (LVIS has 1,203)
 
 
 class DownloadScriptRefused(DatasetError):
@@ -48,55 +48,91 @@ def find_yaml(file):
 
 
 def load_yaml(file):
-    """A data YAML as plain values. Tags that would build Python objects (!!python/object, ...) are refused by
-    safe_load; that refusal, and any syntax error, becomes one DatasetError line naming the file."""
-    with open(file, errors="ignore") as f:
-        try:
-            return yaml.safe_load(f) or {}
-        except yaml.YAMLError as e:
-            raise DatasetError(_yaml_error_line(file, e)) from None
-
-
-def _yaml_error_line(file, e):
-    mark = getattr(e, "problem_mark", None)
-    where = f"{file}, line {mark.line + 1}" if mark is not None else str(file)
-    tag = re.search(r"tag:yaml\.org,2002:(\S+?)'", str(getattr(e, "problem", "")))
-    if isinstance(e, yaml.constructor.ConstructorError) and tag:
-        return (f"{where}: the tag '!!{tag.group(1)}' is not allowed in a data YAML, which holds plain values only "
-                "(paths, names, numbers): remove the tag.")
-    problem = " ".join(str(getattr(e, "problem", None) or e).split())
-    return f"{where}: not valid YAML ({problem}): fix the file."
+    """A data YAML as plain values (utils/yaml_files.read_yaml: tags, alias bombs, syntax errors and a top level
+    that is not a mapping each become one DatasetError line naming the file)."""
+    return read_yaml(file, what="data YAML", error=DatasetError)
 
 
 def _normalize_names(data, file):
-    names = data.get("names")
+    """names: a list or {int: name} dict of at most MAX_CLASSES str/int names -> {0: 'name', ...}. nc, when
+    given, must be a whole number that agrees. Anything else is one line naming the file, key and value."""
+    names, nc = data.get("names"), data.get("nc")
+    if nc is not None:
+        nc = _whole(nc, file, "nc")
     if names is None:
-        if "nc" in data:
-            names = [f"class{i}" for i in range(int(data["nc"]))]
-        else:
+        if nc is None:
             raise DatasetError(f"{file}: 'names' is required (a list or a dict {{0: 'person', ...}}).")
+        names = [f"class{i}" for i in range(nc)]
     if isinstance(names, (list, tuple)):
         names = dict(enumerate(names))
+    if not isinstance(names, dict) or not names:
+        raise DatasetError(f"{file}: 'names: {describe(names)}' must be a non-empty list of class names, "
+                           "e.g. names: [person, car], or a dict {0: person, 1: car}.")
+    if len(names) > MAX_CLASSES:
+        raise DatasetError(f"{file}: 'names' holds {len(names):,} entries, over the {MAX_CLASSES:,} classes a "
+                           "detection dataset of this project may have; is it the right file?")
+    names = {int(k) if isinstance(k, str) and k.strip().isdigit() else k: v  # a quoted index: '0': person
+             for k, v in names.items()}
+    for k, v in names.items():
+        if not isinstance(v, (str, int)) or isinstance(v, bool) or isinstance(k, bool) or not isinstance(k, int):
+            raise DatasetError(f"{file}: 'names' entry {describe(k)}: {describe(v)} is not a class index and a "
+                               "name (text or a number); write one name per class.")
     names = {int(k): str(v) for k, v in names.items()}
     if sorted(names) != list(range(len(names))):
-        raise DatasetError(f"{file}: 'names' keys must be 0..{len(names) - 1}, got {sorted(names)}.")
-    if "nc" in data and int(data["nc"]) != len(names):
-        raise DatasetError(f"{file}: nc={data['nc']} but {len(names)} names are given; they must agree.")
+        raise DatasetError(f"{file}: 'names' keys must be 0..{len(names) - 1}, got {sorted(names)[:20]}.")
+    if nc is not None and nc != len(names):
+        raise DatasetError(f"{file}: nc={nc} but {len(names)} names are given; they must agree.")
     return names
+
+
+def _whole(v, file, key):
+    """A YAML value that must be a count >= 1 (nc): an int, or text / a float that is one."""
+    try:
+        n = int(str(v).strip()) if not isinstance(v, bool) else None
+    except ValueError:
+        n = int(v) if isinstance(v, float) and v.is_integer() else None
+    if n is None or not 1 <= n <= MAX_CLASSES:
+        raise DatasetError(f"{file}: '{key}: {describe(v)}' must be a whole number of classes from 1 to "
+                           f"{MAX_CLASSES:,}; fix it or remove it ('names' gives the count).")
+    return n
+
+
+def _check_split(data, k, where):
+    """train/val/test: a path (text) or a non-empty list of paths; an empty or other value is one line."""
+    v = data.get(k)
+    if isinstance(v, os.PathLike) or isinstance(v, (list, tuple)) and any(isinstance(x, os.PathLike) for x in v):
+        v = data[k] = [str(x) for x in v] if isinstance(v, (list, tuple)) else str(v)  # a dict built in code
+    if k == "test" and v in (None, ""):
+        return
+    ok = isinstance(v, str) and v.strip() or (isinstance(v, (list, tuple)) and v and
+                                              all(isinstance(x, str) and x.strip() for x in v))
+    if ok and any(len(x) > 4096 or "\0" in x for x in ([v] if isinstance(v, str) else v)):
+        raise DatasetError(f"{where}: '{k}: {describe(v)}' is not a path this system can open (over 4096 "
+                           "characters, or a NUL character); fix it.")
+    if not ok:
+        raise DatasetError(f"{where}: '{k}: {describe(v)}' must be a folder, an image-list .txt or a list of them "
+                           f"(relative to 'path:'), e.g. {k}: images/{k}2017.")
 
 
 def _resolve_split(path, x):
     if isinstance(x, (list, tuple)):
         return [_resolve_split(path, i) for i in x]
     p = (path / x).resolve()
-    if not p.exists() and str(x).startswith("../"):  # ultralytics convention: '../' relative to path's parent
+    if not _exists(p) and str(x).startswith("../"):  # ultralytics convention: '../' relative to path's parent
         p = (path / str(x)[3:]).resolve()
     return str(p)
 
 
+def _exists(p):
+    try:
+        return Path(p).exists()
+    except (OSError, ValueError):  # a name too long for the file system counts as missing
+        return False
+
+
 def _paths_exist(x):
     xs = x if isinstance(x, list) else [x]
-    return all(Path(p).exists() for p in xs)
+    return all(_exists(p) for p in xs)
 
 
 def check_dataset(data, autodownload=True, allow_scripts=False):
@@ -118,8 +154,19 @@ def check_dataset(data, autodownload=True, allow_scripts=False):
             close = difflib.get_close_matches(k, [str(x) for x in data if x not in KNOWN_KEYS], n=1, cutoff=0.6)
             hint = f" It has '{close[0]}:': a misspelling of '{k}:'?" if close else ""
             raise DatasetError(f"{where}: '{k}:' key missing. Every data YAML needs 'train', 'val' and 'names'.{hint}")
+    for k in ("train", "val", "test"):
+        _check_split(data, k, where)
     data["names"] = _normalize_names(data, where)
     data["nc"] = len(data["names"])
+    if isinstance(data.get("path"), os.PathLike):
+        data["path"] = str(data["path"])
+    if data.get("path") is not None and (not isinstance(data["path"], str) or len(data["path"]) > 4096 or
+                                         "\0" in data["path"]):
+        raise DatasetError(f"{where}: 'path: {describe(data['path'])}' must be a folder path (text); quote it if it "
+                           "is a number, e.g. path: '2024'.")
+    if data.get("download") is not None and not isinstance(data["download"], str):
+        raise DatasetError(f"{where}: 'download: {describe(data['download'])}' must be text (a .zip URL or a "
+                           "script); fix or remove it.")
 
     path = Path(data.get("path") or "")
     if not path.is_absolute():
@@ -132,7 +179,7 @@ def check_dataset(data, autodownload=True, allow_scripts=False):
         data["yaml_file"] = str(file)
 
     if not _paths_exist(data["val"]):
-        missing = [p for p in (data["val"] if isinstance(data["val"], list) else [data["val"]]) if not Path(p).exists()]
+        missing = [p for p in (data["val"] if isinstance(data["val"], list) else [data["val"]]) if not _exists(p)]
         s = data.get("download")
         if not s or not autodownload:
             raise DatasetError(f"Dataset not found: {missing} missing. Put the images and labels under {path} "

@@ -17,6 +17,7 @@ from utils.errors import UserError
 from utils.log import LOGGER, colorstr
 from utils.loggers import note_ignored_flags
 from utils.paths import ROOT
+from utils.yaml_files import read_yaml
 
 # gene: (mutation gain, lower limit, upper limit). 'anchors' is not evolved here: the model yaml owns anchors.
 META = {
@@ -104,11 +105,7 @@ def _existing(path, flag):
 
 
 def _read_yaml(file, flag):
-    try:
-        with open(file, errors="ignore") as f:
-            return yaml.safe_load(f)
-    except yaml.YAMLError as e:
-        raise EvolveError(f"{flag}: {file} is not valid YAML ({str(e).splitlines()[0]}).") from None
+    return read_yaml(file, what=flag, error=EvolveError, mapping=False)  # one line for syntax errors, alias bombs
 
 
 def _individual(hyp, candidate):
@@ -125,7 +122,11 @@ def initial_population(hyp, folder=None, resume=None, csv=None):
     if resume:
         path = _existing(resume, "--resume_evolve")
         if path.suffix == ".csv":
-            keys, x = read_evolve_csv(path)
+            try:
+                keys, x = read_evolve_csv(path)
+            except (ValueError, IndexError) as e:  # UnicodeDecodeError is a ValueError
+                raise EvolveError(f"--resume_evolve {path}: not a readable evolve.csv ({type(e).__name__}: "
+                                  f"{' '.join(str(e).split())[:100]}).") from None
             if len(keys) < 8 or keys[0] != RESULT_KEYS[0]:
                 raise EvolveError(f"--resume_evolve {path}: not an evolve.csv (first column {keys[0]!r}).")
             if csv is not None and Path(csv).resolve() != path.resolve():

@@ -5,6 +5,8 @@ import importlib
 import json
 from pathlib import Path
 
+from utils.atomic_files import write_atomically
+from utils.errors import UserError
 from utils.log import LOGGER, colorstr
 from utils.plot_jobs import inline
 from utils.plots import plot_results
@@ -49,6 +51,10 @@ def read_results_csv(file):
     return [dict(zip(keys, (float(v) for v in line.split(",")))) for line in lines[1:] if line.strip()]
 
 
+class ResultsWriteError(UserError, OSError):
+    """results.csv could not be written (a full disk, a read-only folder); the message says what is on disk."""
+
+
 class Loggers:
     """One object the trainer calls at fixed points; each sink is optional and failures in a sink only warn."""
 
@@ -78,8 +84,13 @@ class Loggers:
         n = len(self.keys) + 1
         header = "" if self.csv.exists() else (("%20s," * n % tuple(["epoch"] + self.keys)).rstrip(",") + "\n")
         row = ("%20.5g," * n % tuple([epoch] + [float(v) for v in vals])).rstrip(",") + "\n"
-        with open(self.csv, "a") as f:
-            f.write(header + row)
+        old = b"" if header else self.csv.read_bytes()
+        try:  # rewritten whole through a temporary file: a full disk cannot leave a half row in a good file
+            write_atomically(self.csv, lambda f: f.write(old + (header + row).encode()))
+        except OSError as e:
+            raise ResultsWriteError(f"cannot write {self.csv} ({e.strerror or e}): training stopped before this "
+                                    f"epoch's checkpoint, the files in {self.save_dir / 'weights'} are as the last "
+                                    "epoch left them; free some space and continue with --resume.") from None
         if self.tb is not None:
             for k, v in zip(self.keys, vals):
                 self.tb.add_scalar(k, float(v), epoch)
@@ -96,8 +107,8 @@ class Loggers:
         killed after its CSV row but before its checkpoint (or vice versa) so the file matches the checkpoint."""
         if not self.csv.exists():
             return
-        lines = self.csv.read_text().splitlines(keepends=True)
-        self.csv.write_text("".join(lines[:1 + max(epochs_done, 0)]))
+        lines = self.csv.read_bytes().splitlines(keepends=True)
+        write_atomically(self.csv, lambda f: f.write(b"".join(lines[:1 + max(epochs_done, 0)])))
         if self.ndjson and self.ndjson.exists():  # one line per epoch, no header
             self.ndjson.write_text("".join(self.ndjson.read_text().splitlines(keepends=True)[:max(epochs_done, 0)]))
 

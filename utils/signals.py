@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from utils.checkpoint import load_any
-from utils.errors import UserError
+from utils.errors import UserError, one_line
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # Signals this soon after the first are the same request arriving twice, not a second Ctrl-C: a terminal's Ctrl-C
@@ -242,5 +242,5 @@ def exit_on_user_error(prog):
         except (UserError, FileNotFoundError) as e:
             if requested():  # raised on the way out of a stop (e.g. a worker ended by the same signal)
                 raise
-            log.error(f"\033[31m\033[1m{prog}: \033[0m{e}")
+            log.error(f"\033[31m\033[1m{prog}: \033[0m{one_line(e, prog)}")
             sys.exit(1)

@@ -21,7 +21,7 @@ def test_triton_ciou_compiled_equals_plain(n):
     dev = tier_device()
     if dev.type == "cpu" and n > 1000:
         pytest.skip("swapped to the CPU: Triton's interpreter is slow on large counts")
-    from test_iou import random_and_degenerate_xywh  # random pairs, then zero-width, identical, disjoint, nested
+    from tests.test_utils.test_iou import random_and_degenerate_xywh  # random pairs, then zero-width, identical, disjoint, nested
     from utils.iou import bbox_iou, fused_backend_name
     b1, b2 = (a[:n].astype(np.float32) for a in random_and_degenerate_xywh(max(n, 16)))
     if dev.type == "cuda":

@@ -9,6 +9,7 @@ import pytest
 from utils.distributed import DistContext
 from utils.engine.errors import TrainingError
 from utils.engine.seeding import SEED_MAX, process_seed
+from utils.paths import ROOT
 
 
 def test_single_process_seeds_the_seed_itself():
@@ -57,10 +58,11 @@ def test_build_seeds_the_official_value(monkeypatch):
     seeds = []
     monkeypatch.setattr(build, "set_seed", lambda s, deterministic=False: seeds.append((s, deterministic)))
     monkeypatch.setattr(build, "prepare_run_folder", lambda *a, **k: (_ for _ in ()).throw(Stop()))
+    hyp = str(ROOT / "data" / "hyps" / "hyp.scratch-low.yaml")  # a whole hyp file: load_hyp checks every key
     with pytest.raises(Stop):
-        build.build_training(SimpleNamespace(seed=3), {"lr0": 0.01}, "cpu")
+        build.build_training(SimpleNamespace(seed=3), hyp, "cpu")
     with pytest.raises(Stop):
-        build.build_training(SimpleNamespace(seed=3), {"lr0": 0.01}, "cpu", DistContext(rank=1, world_size=2))
+        build.build_training(SimpleNamespace(seed=3), hyp, "cpu", DistContext(rank=1, world_size=2))
     assert seeds == [(3, True), (5, True)]
 
 

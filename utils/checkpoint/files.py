@@ -3,6 +3,7 @@ import pathlib
 
 from utils.atomic_files import ZIP_MAGIC
 from utils.checkpoint.encoder import ValueEncoder
+from utils.checkpoint.kind import check_detection_kind
 from utils.checkpoint.legacy_yolov5ck import is_legacy_checkpoint, load_legacy_checkpoint
 from utils.checkpoint.materialize import Materializer, use_exact_copies
 from utils.checkpoint.pickle_writer import PickleWriter
@@ -81,6 +82,7 @@ def load_checkpoint(path, map_location=None, tensors=True, build_models=None):
         is_zip = f.read(4) == ZIP_MAGIC
     if is_zip:
         _check_zip_complete(path)
+        check_detection_kind(path)  # a segmentation / classification / YOLOv8 file: say so, not "refusing global"
     obj = use_exact_copies(read_pytorch_file(path))
     convert = Materializer(tensors=tensors, build_models=build_models, map_location=map_location, source=str(path))
     try:

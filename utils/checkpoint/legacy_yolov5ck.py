@@ -61,8 +61,10 @@ def _read_own(path):
         raise CheckpointError(f"{path}: corrupt checkpoint (crc32 mismatch); {DAMAGED_REMEDY}")
     try:
         header = json.loads(bytes(buf[HEAD.size:HEAD.size + hlen]).decode("utf-8"))
-    except ValueError as e:
-        raise CheckpointError(f"{path}: corrupt checkpoint header ({e})") from e
+    except (ValueError, RecursionError) as e:
+        raise CheckpointError(f"{path}: corrupt checkpoint header ({type(e).__name__})") from e
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{path}: corrupt checkpoint header (a {type(header).__name__})")
     return header, buf, HEAD.size + hlen
 
 
@@ -149,5 +151,6 @@ def load_legacy_checkpoint(path, map_location=None, tensors=True, build_models=N
                         model_builder(build_models)).dec(header["tree"])
     except CheckpointError:
         raise
-    except (KeyError, IndexError, TypeError, ValueError) as e:
-        raise CheckpointError(f"{path}: corrupt checkpoint structure ({type(e).__name__}: {e})") from e
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, ArithmeticError, RecursionError) as e:
+        raise CheckpointError(f"{path}: corrupt checkpoint structure ({type(e).__name__}: "
+                              f"{' '.join(str(e).split())[:200]})") from e

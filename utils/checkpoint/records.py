@@ -72,6 +72,9 @@ def load_record_state_dict(model, state_dict, source="checkpoint"):
     Missing parameters or shape mismatches raise; legacy extra keys (e.g. ``model.24.anchor_grid``) are skipped."""
     bk = _backend()
     own = model.state_dict()
+    if not isinstance(state_dict, dict) or not all(isinstance(k, str) for k in state_dict):
+        raise CheckpointError(f"{source}: the stored state dict is not a mapping of parameter names to arrays; "
+                              f"{DAMAGED_REMEDY}")
     missing = [k for k in own if k not in state_dict and not k.endswith("num_batches_tracked")]
     unexpected = [k for k in state_dict if k not in own and not k.endswith(_LEGACY_KEYS)
                   and not k.endswith("num_batches_tracked")]
@@ -88,6 +91,8 @@ def load_record_state_dict(model, state_dict, source="checkpoint"):
         if tuple(a.shape) != tuple(ref.shape):
             raise CheckpointError(f"{source}: {k} has shape {tuple(a.shape)}, the model expects {tuple(ref.shape)}")
         np_dtype = np.dtype(str(ref.dtype).split(".")[-1]) if "bfloat16" not in str(ref.dtype) else np.float32
+        if a.dtype.kind not in "biuf":  # text or objects where numbers belong
+            raise CheckpointError(f"{source}: {k} holds {a.dtype} values, not numbers; {DAMAGED_REMEDY}")
         new[k] = from_numpy(a.astype(np_dtype, copy=False), bk).to(ref.device)
     model.load_state_dict(new)
     return model

@@ -12,6 +12,7 @@ import codecs
 import collections
 import importlib
 import io
+import os
 import pathlib
 import pickle
 import struct
@@ -35,6 +36,7 @@ TORCH_DTYPES = {  # torch dtype globals (e.g. 'torch float16') that may appear i
 # Module namespaces whose classes are stubbed (never imported): the model's own classes and torch.nn layers.
 _STUB_PREFIXES = ("models.", "torch.nn.modules.", "utils.activations")
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
+MAX_PICKLE_BYTES = 256 << 20  # a checkpoint's object pickle (tensors are stored apart); yolov5x's is under 1 MB
 
 
 class StubObject:
@@ -239,13 +241,20 @@ def read_zip(path):
 
         def load_storage(key, dtype, numel):
             if key not in cache:
-                raw = zf.read(f"{prefix}data/{key}")
+                info = zf.getinfo(f"{prefix}data/{key}")
+                if info.file_size != numel * dtype.itemsize:  # checked before reading: no member inflates unasked
+                    raise CheckpointError(f"{path} is corrupt (storage {key} holds {info.file_size} bytes, expected "
+                                          f"{numel * dtype.itemsize}); {DAMAGED_REMEDY}")
+                raw = zf.read(info)
                 if len(raw) < numel * dtype.itemsize:
                     raise CheckpointError(f"{path} is truncated or corrupt (storage {key} holds {len(raw)} bytes, "
                                           f"expected {numel * dtype.itemsize}); {DAMAGED_REMEDY}")
                 cache[key] = np.frombuffer(raw, dtype=dtype, count=numel)
             return cache[key]
 
+        if zf.getinfo(pkl[0]).file_size > MAX_PICKLE_BYTES:
+            raise CheckpointError(f"{path}: its object pickle is over {MAX_PICKLE_BYTES >> 20} MiB, no YOLOv5 "
+                                  f"checkpoint's is; {DAMAGED_REMEDY}")
         return RestrictedUnpickler(io.BytesIO(zf.read(pkl[0])), load_storage, path).load()
 
 
@@ -294,6 +303,7 @@ def _resolve_lazy(x, data):
 def read_legacy(path):
     """torch<1.6 format: pickles of magic, protocol, sys info, the object, storage keys, then per storage an
     int64 element count and its raw bytes."""
+    size = os.path.getsize(path)
     with open(path, "rb") as f:
         head = _HeaderUnpickler(f)
         if head.load() != _LEGACY_MAGIC:
@@ -311,6 +321,8 @@ def read_legacy(path):
         for key in keys:
             st = pending[str(key)]
             (numel,) = struct.unpack("<q", f.read(8))
+            if not 0 <= numel * st.dtype.itemsize <= size - f.tell():  # checked before reading: no huge allocation
+                raise CheckpointError(f"{path} is truncated (storage {key} ends early); {DAMAGED_REMEDY}")
             raw = f.read(numel * st.dtype.itemsize)
             if len(raw) < numel * st.dtype.itemsize:
                 raise CheckpointError(f"{path} is truncated (storage {key} ends early); {DAMAGED_REMEDY}")

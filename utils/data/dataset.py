@@ -13,15 +13,17 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from utils.atomic_files import write_atomically
 from utils.augmentations import augment_hsv, letterbox, mixup, random_perspective
 from utils.backend import torch
 from utils.data.collate import collate_fn, collate_quad
 from utils.data.files import HELP_URL, WARN, img2label_paths, list_image_files
-from utils.data.image_cache import fill_image_cache, ram_cache_fits
+from utils.data.image_cache import fill_image_cache, ram_cache_fits, read_npy_cache
 from utils.data.label_cache import (CACHE_VERSION, cache_key, cache_path_for, read_cache,
                                     remove_stale_cache_temp_files, write_cache)
 from utils.boxes import xywhn2xyxy, xyxy2xywhn
 from utils.data.labels import LabelError, check_classes, require_labels, scan_labels
+from utils.data.media import read_image
 from utils.data.mosaic import MosaicMixin
 from utils.data.rect import rect_batch_shapes, rect_order
 from utils.data.sampler import rank_share
@@ -117,14 +119,17 @@ class LoadImagesAndLabels(MosaicMixin, torch.utils.data.Dataset):
 
     def _labels_cache(self):
         """The label scan, from the cache file when it describes exactly these files, else scanned and saved."""
-        prefix, path = self.prefix, cache_path_for(self.label_files)
+        # beside the labels of the first image that exists: a list naming a missing file elsewhere writes nothing there
+        first = next((lb for lb, im in zip(self.label_files, self.im_files) if os.path.isfile(im)), self.label_files[0])
+        prefix, path = self.prefix, cache_path_for([first])
         remove_stale_cache_temp_files(path)
         key = cache_key(self.label_files + self.im_files)
         scan = read_cache(path, key, self.im_files, prefix)
         hit = scan is not None
         if not hit:
             scan = scan_labels(self.im_files, self.label_files, prefix)
-            write_cache(path, scan, key, prefix)
+            if scan["files"]:  # no image usable: nothing to cache, and no file beside folders the list only names
+                write_cache(path, scan, key, prefix)
         nf, nm, ne, nc, n = scan["results"]
         LOGGER.info(f"{prefix}{'Scanned cache' if hit else 'Scanning'} '{path.with_suffix('')}'... {nf} images, "
                     f"{nm + ne} backgrounds, {nc} corrupt")
@@ -156,13 +161,7 @@ class LoadImagesAndLabels(MosaicMixin, torch.utils.data.Dataset):
         flags = {1: cv2.IMREAD_COLOR, 2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4,
                  8: cv2.IMREAD_REDUCED_COLOR_8}[reduce]
         # np.fromfile + imdecode is ~20% faster than cv2.imread here (measured) and handles non-ASCII paths
-        try:
-            im = cv2.imdecode(np.fromfile(f, np.uint8), flags)
-        except (OSError, ValueError):
-            im = None
-        if im is None:
-            raise FileNotFoundError(f"Image Not Found {f}")
-        return im
+        return read_image(f, flags)
 
     def load_image(self, i):
         """ultralytics' load_image: BGR image with its longest side resized to img_size. Returns
@@ -173,14 +172,20 @@ class LoadImagesAndLabels(MosaicMixin, torch.utils.data.Dataset):
             return im, (h0, w0), im.shape[:2]
         fn = self.npy_files[i]
         if fn is not None and os.path.exists(fn):
-            im = np.load(fn)
-            return im, (h0, w0), im.shape[:2]
+            im = read_npy_cache(fn, self.resized_shape(i))
+            if im is not None:
+                return im, (h0, w0), im.shape[:2]
         im = self._read_file(self.im_files[i])
         h0, w0 = im.shape[:2]  # the decoded size (EXIF-rotated like the label cache's)
         r = self.img_size / max(h0, w0)
         if r != 1:
             interp = cv2.INTER_LINEAR if (self.augment or r > 1) else cv2.INTER_AREA
             im = cv2.resize(im, (math.ceil(w0 * r), math.ceil(h0 * r)), interpolation=interp)
+        if fn is not None and not os.path.exists(fn):  # a damaged cache file was removed above: rebuild it
+            try:
+                write_atomically(fn, lambda fh: np.save(fh, im))
+            except OSError as e:  # a full disk: train on from the decoded image, the next epoch tries again
+                LOGGER.warning(f"WARNING: cannot rewrite --cache disk file {fn} ({e.strerror or e})")
         return im, (h0, w0), im.shape[:2]
 
     def source_image(self, i, max_scale):

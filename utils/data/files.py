@@ -62,9 +62,10 @@ def list_image_files(path, prefix=""):
             files += [f for f in _walk_folder(p, prefix) if "." in os.path.basename(f)]  # as glob('**/*.*')
         elif p.is_file():
             parent = str(p.parent) + os.sep
-            with open(p) as t:
+            with open(p, errors="surrogateescape") as t:  # names in another encoding stay the OS's bytes
                 lines = t.read().strip().splitlines()
-            files += [x.replace("./", parent, 1) if x.startswith("./") else x for x in lines if x.strip()]
+            files += [x.replace("./", parent, 1) if x.startswith("./") else x for x in lines
+                      if x.strip() and "\0" not in x]  # a NUL cannot be in a path: such a line names no file
         elif any(c in str(p) for c in "*?["):
             files += glob.glob(str(p), recursive=True)
         else:

@@ -80,3 +80,24 @@ def fill_image_cache(dataset, kind):
     with ThreadPool(NUM_THREADS) as pool:
         b = sum(pool.imap(work, [int(i) for i in dataset.indices]))
     LOGGER.info(f"{dataset.prefix}Cached {len(dataset.indices)} images ({b / 1e9:.2f}GB {kind})")
+
+
+def read_npy_cache(fn, hw):
+    """The cached image in .npy file fn, or None when the file is damaged (cut short by a full disk or a kill,
+    overwritten, another size): it is named in one warning and removed, and the caller decodes the image again
+    and rewrites it, as ultralytics does. The size is checked before reading, so a damaged header cannot make
+    np.load allocate more than the image; no pickles are loaded."""
+    want = int(hw[0]) * int(hw[1]) * 3
+    try:
+        size = os.path.getsize(fn)
+        if not want <= size <= want + 4096:  # the .npy header is 128 bytes (up to a few KB for long shapes)
+            raise ValueError(f"{size} bytes where a {hw[0]}x{hw[1]} image needs {want} and a header")
+        im = np.load(fn, allow_pickle=False)
+        if im.dtype != np.uint8 or im.shape != (int(hw[0]), int(hw[1]), 3):
+            raise ValueError(f"holds a {im.dtype} array of shape {im.shape}, expected uint8 {(*hw, 3)}")
+        return im
+    except Exception as e:  # noqa: BLE001 (numpy's header parser raises SyntaxError and TokenError too)
+        LOGGER.warning(f"WARNING: removing damaged --cache disk file {fn} ({type(e).__name__}: "
+                       f"{' '.join(str(e).split())[:120]}); decoding its image again")
+        Path(fn).unlink(missing_ok=True)
+        return None

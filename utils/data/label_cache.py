@@ -37,7 +37,7 @@ def cache_key(paths):
             stamp = f"{st.st_size}:{st.st_mtime_ns}"
         except OSError:
             stamp = "-"
-        h.update(f"{p}\0{stamp}\0".encode())
+        h.update(os.fsencode(p) + f"\0{stamp}\0".encode())  # fsencode: names in any encoding, as the OS has them
     return h.hexdigest()
 
 
@@ -46,7 +46,8 @@ get_hash = cache_key  # ultralytics' name for it
 
 def cache_path_for(label_files):
     """labels/train2017/*.txt -> labels/train2017.cache (next to the labels, like ultralytics)."""
-    return Path(label_files[0]).parent.with_suffix(".cache")
+    folder = Path(label_files[0]).parent
+    return folder.with_suffix(".cache") if folder.name else folder / "labels.cache"  # labels in '.' or '/
 
 
 def _to_arrays(scan, key):
@@ -126,7 +127,8 @@ def read_cache(path, key, allowed_files, prefix=""):
                 return _from_arrays(z, meta, set(allowed_files))
     except FileNotFoundError:
         return None
-    except (CacheFormatError, OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as e:
+    except Exception as e:  # noqa: BLE001 (any damage -- numpy's header parser raises SyntaxError, zipfile
+        # NotImplementedError for a flipped version byte -- means the same: ignore it, rebuild from the labels)
         LOGGER.warning(f"{prefix}{WARN} {path}: not a label cache this version reads ({e}); ignored, rebuilding it")
         return None
 

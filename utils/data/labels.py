@@ -112,7 +112,7 @@ def _verify_pair(args):
         return im_file, lb, shape, segments, nm, nf, ne, nc, msg, orientation
     except Exception as e:
         nc = 1
-        msg = f"{prefix}{WARN} {im_file}: ignoring corrupt image/label: {e}"
+        msg = f"{prefix}{WARN} {im_file}: ignoring corrupt image/label: {' '.join(str(e).split())[:300]}"  # one line
         return None, None, None, None, nm, nf, ne, nc, msg, 0
 
 

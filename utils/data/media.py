@@ -1,4 +1,8 @@
-"""Inference sources for detect.py: images and videos from a file, folder, glob or .txt list."""
+"""Inference sources for detect.py: images and videos from a file, folder, glob or .txt list.
+
+An image or video that cannot be read (damaged, over OpenCV's pixel limit, a name that is not UTF-8 text for
+OpenCV's video reader) raises FileNotFoundError with one line saying why, after the iterator has moved past it,
+so detect.py reports it and goes on with the next file (utils/inference/sources.ReadableFrames)."""
 import glob
 import os
 from pathlib import Path
@@ -19,7 +23,8 @@ class LoadImages:
         for p in paths:
             p = str(Path(p).resolve()) if not any(c in str(p) for c in "*?[") else str(p)
             if str(p).endswith(".txt") and os.path.isfile(p):
-                files += [x.strip() for x in Path(p).read_text().splitlines() if x.strip()]
+                text = Path(p).read_text(errors="surrogateescape")  # names in another encoding stay the OS's bytes
+                files += [x.strip() for x in text.splitlines() if x.strip() and "\0" not in x]
             elif any(c in p for c in "*?["):
                 files += sorted(glob.glob(p, recursive=True))
             elif os.path.isdir(p):
@@ -44,8 +49,8 @@ class LoadImages:
         if any(videos):
             self._new_video(videos[0])
         if self.nf == 0:
-            raise FileNotFoundError(f"No images or videos found in {path}. Supported formats are:\n"
-                                    f"images: {IMG_FORMATS}\nvideos: {VID_FORMATS}")
+            raise FileNotFoundError(f"No images or videos found in {path}. Supported formats are: "
+                                    f"images {IMG_FORMATS}, videos {VID_FORMATS}")
 
     def __iter__(self):
         self.count = 0
@@ -57,24 +62,24 @@ class LoadImages:
         path = self.files[self.count]
         if self.video_flag[self.count]:
             self.mode = "video"
-            for _ in range(self.vid_stride):
-                self.cap.grab()
-            ret_val, im0 = self.cap.retrieve()
-            while not ret_val:
-                self.count += 1
-                self.cap.release()
+            while True:
+                if not self.cap.isOpened():  # moved past before raising: the caller skips it and goes on
+                    self._next_file()
+                    raise FileNotFoundError(f"video {path} cannot be opened ({video_problem(path)})")
+                for _ in range(self.vid_stride):
+                    self.cap.grab()
+                ret_val, im0 = self.cap.retrieve()
+                if ret_val:
+                    break
+                self._next_file()  # this video ended
                 if self.count == self.nf:
                     raise StopIteration
                 path = self.files[self.count]
-                self._new_video(path)
-                ret_val, im0 = self.cap.read()
             self.frame += 1
             s = f"video {self.count + 1}/{self.nf} ({self.frame}/{self.frames}) {path}: "
         else:
             self.count += 1
-            im0 = cv2.imread(path)
-            if im0 is None:
-                raise FileNotFoundError(f"Image Not Found {path}")
+            im0 = read_image(path)
             s = f"image {self.count}/{self.nf} {path}: "
         if self.transforms:
             im = self.transforms(im0)
@@ -83,10 +88,44 @@ class LoadImages:
             im = np.ascontiguousarray(im.transpose((2, 0, 1))[::-1])  # HWC BGR -> CHW RGB
         return path, im, im0, self.cap, s
 
+    def _next_file(self):
+        self.cap.release()
+        self.count += 1
+        if self.count < self.nf:
+            self._new_video(self.files[self.count])
+
     def _new_video(self, path):
         self.frame = 0
-        self.cap = cv2.VideoCapture(path)
-        self.frames = int(self.cap.get(cv2.CAP_PROP_FRAME_COUNT) / self.vid_stride)
+        try:
+            self.cap = cv2.VideoCapture(path)
+        except (UnicodeEncodeError, cv2.error):  # a file name OpenCV cannot take: reported when its turn comes
+            self.cap = cv2.VideoCapture()
+        self.frames = int(max(self.cap.get(cv2.CAP_PROP_FRAME_COUNT), 0) / self.vid_stride)
 
     def __len__(self):
         return self.nf
+
+
+def video_problem(path):
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return "its name is not UTF-8 text, which OpenCV's video reader needs: rename it"
+    return "not a video OpenCV/FFmpeg can decode, or damaged; check it plays, or convert it to .mp4"
+
+
+def read_image(path, flags=cv2.IMREAD_COLOR):
+    """An image file decoded to BGR (EXIF orientation applied, like cv2.imread), through np.fromfile so that any
+    file name the OS gives (non-ASCII, not UTF-8) opens. Raises FileNotFoundError naming the file and why."""
+    try:
+        im = cv2.imdecode(np.fromfile(path, np.uint8), flags)
+    except cv2.error as e:
+        if "CV_IO_MAX_IMAGE_PIXELS" in str(e):
+            raise FileNotFoundError(f"image {path} is over OpenCV's pixel limit (CV_IO_MAX_IMAGE_PIXELS, 2^30 pixels "
+                                    "by default): resize it, or set that variable higher") from None
+        raise FileNotFoundError(f"image {path} cannot be decoded ({' '.join(str(e).split())[-120:]})") from None
+    except (OSError, ValueError) as e:
+        raise FileNotFoundError(f"image {path} cannot be read ({e})") from None
+    if im is None:
+        raise FileNotFoundError(f"Image Not Found {path} (not an image OpenCV can decode, or damaged)")
+    return im

@@ -7,7 +7,9 @@ import numpy as np
 from models.yolo import Model
 from utils import backend
 from utils.checkpoint import load_any
+from utils.checkpoint.kind import pick_model_record
 from utils.engine.errors import TrainingError
+from utils.errors import UserError
 from utils.log import LOGGER
 from utils.torch_utils import intersect_dicts
 
@@ -34,12 +36,21 @@ def pretrained_model(weights, cfg, nc, anchors=None, model_class=Model):
                             "yolov5*.pt file, e.g. ../shared/weights/yolov5n.pt, or --weights '' to train from "
                             "scratch.")
     ck = load_any(weights)
-    rec = ck.get("model") or ck.get("ema")
-    model = model_class(cfg or rec["yaml"], ch=3, nc=nc, anchors=anchors)
+    rec = pick_model_record(ck, weights)
+    if not cfg and not isinstance(rec.get("yaml"), dict):
+        raise TrainingError(f"--weights {weights}: the stored model has no yaml to rebuild it from; give --cfg too.")
+    try:
+        model = model_class(cfg or rec["yaml"], ch=3, nc=nc, anchors=anchors)
+    except UserError as e:
+        raise TrainingError(f"--weights {weights}: {e}" if not cfg else str(e)) from None
     exclude = ["anchor"] if (cfg or anchors) else []  # keep the yaml's/hyp's anchors
     own = model.state_dict()
-    csd = {k: backend.from_numpy(np.asarray(v, dtype=np.float32) if np.asarray(v).dtype.kind == "f" else v)
-           for k, v in rec["state_dict"].items()}
+    sd = rec.get("state_dict")
+    if not isinstance(sd, dict):
+        raise TrainingError(f"--weights {weights}: the stored model has no state dict; re-download or re-export it.")
+    arrays = {k: np.asarray(v) for k, v in sd.items() if isinstance(k, str) and k in own}
+    csd = {k: backend.from_numpy(a.astype(np.float32) if a.dtype.kind == "f" else a)
+           for k, a in arrays.items() if a.dtype.kind in "biuf"}  # only numbers transfer: a damaged entry is left out
     csd = intersect_dicts(csd, own, exclude=exclude)
     own.update({k: v.to(own[k].dtype) for k, v in csd.items()})
     model.load_state_dict(own)

@@ -39,23 +39,40 @@ def _fields(buf):
 
 
 def _first(buf, number):
-    return next((v for f, v in _fields(buf) if f == number), None)
+    """The first length-delimited field `number` of a message, or None (a varint where a message belongs: none)."""
+    if not isinstance(buf, memoryview):
+        return None
+    return next((v for f, v in _fields(buf) if f == number and isinstance(v, memoryview)), None)
+
+
+def _text(entry, number):
+    v = entry.get(number, b"")
+    return bytes(v).decode() if isinstance(v, memoryview) else ""  # bytes(int) would allocate that many bytes
 
 
 def read_onnx_info(path):
-    """Returns (metadata dict of str -> str, first input's shape as a tuple with None for symbolic dims)."""
+    """Returns (metadata dict of str -> str, first input's shape as a tuple with None for symbolic dims). A file
+    that is not a well-formed ModelProto raises ValueError naming it."""
     with open(path, "rb") as f:
         buf = memoryview(f.read())
+    try:
+        return _parse(buf)
+    except (ValueError, IndexError, TypeError) as e:  # UnicodeDecodeError is a ValueError
+        raise ValueError(f"{path} is not a well-formed ONNX model ({type(e).__name__})") from None
+
+
+def _parse(buf):
     meta, shape = {}, None
     for field, value in _fields(buf):
-        if field == 14:  # metadata_props
+        if field == 14 and isinstance(value, memoryview):  # metadata_props
             entry = dict(_fields(value))
-            meta[bytes(entry.get(1, b"")).decode()] = bytes(entry.get(2, b"")).decode()
+            meta[_text(entry, 1)] = _text(entry, 2)
         elif field == 7:  # graph
             inp = _first(value, 11)
             t = _first(inp, 2) if inp is not None else None
             tensor = _first(t, 1) if t is not None else None
             shp = _first(tensor, 2) if tensor is not None else None
             if shp is not None:
-                shape = tuple(dict(_fields(d)).get(1) for f, d in _fields(shp) if f == 1)
+                dims = (dict(_fields(d)).get(1) for f, d in _fields(shp) if f == 1 and isinstance(d, memoryview))
+                shape = tuple(d if isinstance(d, int) else None for d in dims)
     return meta, shape

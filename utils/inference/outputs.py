@@ -1,6 +1,7 @@
 """What detect.py writes for each image or frame: annotated images and videos (one writer per source), label
 files (--save-txt), crops (--save-crop) and predictions.csv (--save-csv)."""
 import csv
+import os
 from pathlib import Path
 
 import cv2
@@ -26,6 +27,7 @@ class DetectionOutputs:
         """Source i's image or frame im0 (BGR, drawn on in place) and its detections det (n, 6) numpy [xyxy, conf,
         cls] in original pixels, from file p; returns the counts for the log line ('2 persons, 1 bus, ')."""
         names, s = self.names, ""
+        p = Path(utf8_name(p))  # OpenCV's writers take UTF-8 text only (a not-UTF-8 name crashed imwrite)
         name, stem = safe_path_component(p.name), safe_path_component(p.stem)  # file and stream names become paths
         imc = im0.copy() if self.save_crop else im0
         annotator = Annotator(im0, line_width=self.line_thickness, example=str(names))
@@ -82,3 +84,15 @@ class DetectionOutputs:
         for w in self.vid_writer:
             if isinstance(w, cv2.VideoWriter):
                 w.release()  # finalizes the file
+
+
+def utf8_name(path):
+    """path unchanged when it is UTF-8 text; else (a file name in another encoding, read through Python's
+    surrogate escapes) the same bytes with each invalid one written as \\xNN, so the outputs keep a
+    recognisable name."""
+    path = str(path)
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")

@@ -33,6 +33,6 @@ class ReadableFrames:
             except StopIteration:
                 return
             except FileNotFoundError as e:  # LoadImages has already moved past the bad file
-                LOGGER.warning(f"WARNING: skipping unreadable image: {e}")
+                LOGGER.warning(f"WARNING: skipping {e}")
                 self.skipped += 1
 

@@ -1,0 +1,47 @@
+"""The options a checkpoint carries (``opt``, read by ``train.py --resume``), checked before they are used: each one
+this script knows must have its flag's type and a size that a run can use, or the resume stops in one line naming
+the checkpoint, the option and its value. A checkpoint is a file like any other: edited, damaged or foreign, its
+values must not reach the trainer as they are."""
+import math
+
+from utils.engine.errors import TrainingError
+from utils.yaml_files import describe
+
+# upper bounds on what a saved option may ask the process to allocate or loop over
+LIMITS = {"epochs": 1_000_000, "batch_size": 65_536, "imgsz": 16_384, "workers": 1_024, "patience": 10 ** 9,
+          "save_period": 10 ** 9, "seed": 2 ** 63 - 1, "label_smoothing": 1.0}
+CHOICES = {"optimizer": ("SGD", "Adam", "AdamW")}
+TEXT_OR_FLAG = {"upload_dataset"}  # official: --upload_dataset [val] stores True or 'val'
+
+
+def _fits(v, default):
+    if default is None:
+        return True  # an option with no default (evolve, cache...) takes what its flag takes; checked where used
+    if isinstance(default, bool):
+        return isinstance(v, bool)
+    if isinstance(default, int):
+        return isinstance(v, int) and not isinstance(v, bool)
+    if isinstance(default, float):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if isinstance(default, str):
+        return isinstance(v, str) or v is None
+    if isinstance(default, list):
+        return isinstance(v, (list, tuple)) or isinstance(v, int) and not isinstance(v, bool)
+    return True
+
+
+def check_saved_options(saved, defaults, source):
+    """Raise TrainingError unless every option of saved that defaults names has the default's type and fits
+    LIMITS. The options --resume replaces and this script's unknown keys are left alone."""
+    for k, v in saved.items():
+        if k in ("hyp", "resume", "weights", "cfg", "save_dir") or k not in defaults:  # hyp: checked by hyp.py
+            continue
+        ok = _fits(v, defaults[k]) or (k in TEXT_OR_FLAG and isinstance(v, str))
+        if ok and k in CHOICES:
+            ok = v in CHOICES[k]
+        if ok and k in LIMITS and isinstance(v, (int, float)) and not isinstance(v, bool):
+            ok = -1 <= v <= LIMITS[k]
+        if not ok:
+            raise TrainingError(f"--resume: {source}: its saved option {k}={describe(v)} is not what --{k} takes "
+                                f"(like {describe(defaults[k])}); the checkpoint was edited or damaged: start a new "
+                                f"run with --weights {source}.")
