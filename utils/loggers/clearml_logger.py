@@ -71,13 +71,18 @@ class ClearmlLogger:
                     self.logger.report_image(title=title, series=f.name.replace(f"_batch{n}", ""), iteration=n,
                                              local_path=str(f))
 
+    def _save_model(self, path, name):
+        if _offline():  # ClearML's offline mode cannot record output models (2.1: 'DummyModel'...): an artifact then
+            self.task.upload_artifact(name, artifact_object=str(path), wait_on_upload=True)
+        else:
+            self.task.update_output_model(model_path=str(path), name=name, auto_delete_file=False)
+
     def log_checkpoint(self, last, epoch, fitness, best):
-        self.task.update_output_model(model_path=str(last), name="Latest Model", auto_delete_file=False)
+        self._save_model(last, "Latest Model")
 
     def finish(self, final_metrics, model_file):
         for k, v in final_metrics.items():
             self.logger.report_single_value(k, float(v))
         if model_file is not None:
-            self.task.update_output_model(model_path=str(model_file), auto_delete_file=False,
-                                          name="Best Model" if Path(model_file).name == "best.pt" else "Last Model")
+            self._save_model(model_file, "Best Model" if Path(model_file).name == "best.pt" else "Last Model")
         self.task.close()
