@@ -140,9 +140,6 @@ def test_clearml_offline(tmp_path, monkeypatch):
     pytest.importorskip("clearml")
     monkeypatch.setenv("CLEARML_OFFLINE_MODE", "1")
     monkeypatch.setenv("CLEARML_CACHE_DIR", str(tmp_path / "clearml"))
-    conf = tmp_path / "clearml.conf"  # events reported from a thread every 0.2 s: close() waited 6-12 s for the
-    conf.write_text("sdk { development { report_use_subprocess: false, worker { report_period_sec: 0.2 } } }\n")
-    monkeypatch.setenv("CLEARML_CONFIG_FILE", str(conf))  # default reporter process to flush on this 2-core machine
     save_dir, lg = fake_run(tmp_path, ["clearml"], name="exp")
     assert lg.cloud["clearml"]
     sessions = [p for p in glob.glob(str(tmp_path / "clearml" / "offline" / "offline-*")) if not p.endswith(".zip")]
@@ -178,6 +175,7 @@ def test_mlflow_local_file_store(tmp_path, monkeypatch):
     experiment = yaml.safe_load((run.parent / "meta.yaml").read_text())
     assert experiment["name"] == "runs"  # the --project folder's name
     assert (run / "tags" / "mlflow.runName").read_text() == "exp7"
+    assert yaml.safe_load((run / "meta.yaml").read_text())["status"] == 3  # FINISHED: ended by the run's last call
     assert (run / "params" / "hyp" / "lr0").read_text() == "0.01"
     lines = (run / "metrics" / "metrics" / "mAP_0.5:0.95").read_text().split("\n")
     assert [(int(s), round(float(v), 5)) for _, v, s in (x.split() for x in lines if x)] == \

@@ -21,6 +21,7 @@ KEYS = ["train/box_loss", "train/obj_loss", "train/cls_loss",  # train loss
         "val/box_loss", "val/obj_loss", "val/cls_loss",  # val loss
         "x/lr0", "x/lr1", "x/lr2"]  # learning rate per parameter group (bias, weight, norm weight)
 LOGGERS = ("csv", "tb", "wandb", "clearml", "comet", "mlflow")
+FINISH_TIMEOUT_S = 120  # per logger, for its last uploads and close (Comet says its offline archive takes <= 120 s)
 RESULT_IMAGES = ("results.png", "confusion_matrix.png", "F1_curve.png", "PR_curve.png", "P_curve.png", "R_curve.png")
 # name -> (module with configured(), logger class name, what to call it in messages)
 CLOUD = {"wandb": (wandb_logger, "WandbLogger", "W&B"), "comet": (comet_logger, "CometLogger", "Comet"),
@@ -31,12 +32,13 @@ CLOUD = {"wandb": (wandb_logger, "WandbLogger", "W&B"), "comet": (comet_logger, 
 CLOUD_FLAGS = {"entity": None, "upload_dataset": False, "bbox_interval": -1, "artifact_alias": "latest"}
 
 
-def note_ignored_flags(opt, flags=CLOUD_FLAGS, what="cloud logging (Weights & Biases, Comet, ClearML)"):
+def note_ignored_flags(opt, flags=CLOUD_FLAGS, what="cloud logging (Weights & Biases, Comet, ClearML)",
+                       why="is not part of this project"):
     """One line naming the flags in `flags` that opt sets to something else than their default."""
     given = [f"--{k} {getattr(opt, k)}" for k, default in flags.items()
              if getattr(opt, k, default) not in (default, None, "")]
     if given:
-        LOGGER.info(f"{', '.join(given)}: {what} is not part of this project; doing nothing.")
+        LOGGER.info(f"{', '.join(given)}: {what} {why}; doing nothing.")
     return given
 
 
@@ -83,7 +85,8 @@ class Loggers:
             LOGGER.info(f"{colorstr('Loggers: ')}installed but not configured, so not logging: "
                         f"{'; '.join(not_configured)}")
         if opt is not None and not any(self.cloud.values()):
-            note_ignored_flags(opt, what="cloud logging (no W&B, Comet or ClearML logger is active)")
+            note_ignored_flags(opt, why="has no active logger (W&B, Comet, ClearML: install and configure one, "
+                                        "see README 'Loggers')")
         self._finished = False
 
     def _each(self, method, *args, **kwargs):
@@ -178,7 +181,8 @@ class Loggers:
             model_file = None
         final = {k: float(v) for k, v in zip(self.keys[3:10], results)}
         self._each("log_images", groups, epoch)
-        self._each("finish", final, model_file)
+        for g in self.cloud.values():  # a close that hangs (a helper process, a service) must not keep the run open
+            g.call_within(FINISH_TIMEOUT_S, "finish", final, model_file)
 
     def close(self):
         """Close what is open without logging more (a run that stopped on an error)."""

@@ -18,6 +18,7 @@ import cv2
 from utils.general import colorstr
 
 PREFIX = colorstr("ClearML: ")
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 
 def _offline():
@@ -40,6 +41,13 @@ class ClearmlLogger:
         from clearml import Task
         if _offline():
             Task.set_offline(True)
+        # The task's requirements are the project's requirements.txt (what a ClearML agent needs to rerun it), not
+        # ClearML's scan of every import under the repository: that scan ran into its 300 s limit at close() here.
+        Task.force_requirements_env_freeze(force=True, requirements_file=str(ROOT / "requirements.txt"))
+        # Reports from a thread, not from ClearML's forked reporter process: in a trainer (signal watcher, plot
+        # helpers, loader workers) that child hung joining its threads and close() waited for it forever. The
+        # setting (sdk.development.report_use_subprocess) has no variable, hence the class attribute it is read into.
+        Task._report_subprocess_enabled = False
         self.task = Task.init(
             project_name="YOLOv5" if str(opt.project).startswith("runs/") else str(opt.project),
             task_name=opt.name if opt.name != "exp" else "Training", tags=["YOLOv5"],

@@ -2,6 +2,8 @@
 the first exception any of its calls raises (a service that cannot be reached, a changed package API, a full disk)
 becomes one warning line, and that logger stays off for the rest of the run, so a dead service costs one timeout,
 not one per epoch."""
+import threading
+
 from utils.general import LOGGER
 
 
@@ -25,6 +27,18 @@ class Guarded:
             first_line = (str(e).strip().splitlines() or [""])[0]  # one line, whatever the package printed
             self.disable(f"{method} failed ({type(e).__name__}: {first_line})")
             return None
+
+    def call_within(self, seconds, method, *args, **kwargs):
+        """call() in a daemon thread, given up after `seconds`: for the last call of a run (a package's close that
+        waits on a service or a helper process), so the run still ends; what it left undone is named in one line."""
+        if self.target is None:
+            return
+        worker = threading.Thread(target=self.call, args=(method, *args), kwargs=kwargs, daemon=True,
+                                  name=f"{self.name} {method}")
+        worker.start()
+        worker.join(seconds)
+        if worker.is_alive():
+            self.disable(f"{method} did not end within {seconds:.0f} s (left running in the background)")
 
     def disable(self, why):
         LOGGER.warning(f"{self.name}: {why}; {self.name} logging is off for the rest of this run, training goes on.")

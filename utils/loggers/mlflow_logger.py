@@ -9,6 +9,7 @@ a local file store (`file:runs/mlflow`; MLflow >= 3.7 wants MLFLOW_ALLOW_FILE_ST
 defaults here (2 retries, 10 s) unless set: an unreachable server costs seconds, once (utils/loggers/guard.py)."""
 import importlib.util
 import os
+import time
 from pathlib import Path
 
 from utils.general import LOGGER, colorstr
@@ -28,31 +29,39 @@ def _param(v):
 
 
 class MlflowLogger:
+    """Through an MlflowClient and the run's id, not mlflow's module-level active run: that one is per thread, and
+    the run's last calls come from another thread (utils/loggers/guard.py call_within)."""
+
     def __init__(self, opt, hyp, save_dir):
         for k, v in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2"), ("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")):
             os.environ.setdefault(k, v)
         import mlflow
-        self.mlflow, self.save_dir = mlflow, Path(save_dir)
-        mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
+        from mlflow.entities import Param
+        self.save_dir = Path(save_dir)
+        self.client = client = mlflow.MlflowClient(os.environ["MLFLOW_TRACKING_URI"])
         project = "YOLOv5" if str(opt.project) == "runs/train" else Path(opt.project).stem
-        mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME", project))
-        self.run = mlflow.start_run(run_name=Path(save_dir).name)
+        name = os.environ.get("MLFLOW_EXPERIMENT_NAME", project)
+        experiment = client.get_experiment_by_name(name)
+        experiment_id = experiment.experiment_id if experiment else client.create_experiment(name)
+        self.run_id = client.create_run(experiment_id, run_name=self.save_dir.name).info.run_id
         params = {f"opt/{k}": _param(v) for k, v in vars(opt).items()}
         params.update({f"hyp/{k}": _param(v) for k, v in (hyp or {}).items()})
-        mlflow.log_params(params)
-        LOGGER.info(f"{PREFIX}logging run {self.run.info.run_id} to {mlflow.get_tracking_uri()}")
+        client.log_batch(self.run_id, params=[Param(k, v) for k, v in params.items()])
+        LOGGER.info(f"{PREFIX}logging run {self.run_id} to {os.environ['MLFLOW_TRACKING_URI']}")
 
     def log_epoch(self, metrics, epoch, best):
-        self.mlflow.log_metrics({k: float(v) for k, v in metrics.items()}, step=epoch)
+        from mlflow.entities import Metric
+        now = int(time.time() * 1000)
+        self.client.log_batch(self.run_id, metrics=[Metric(k, float(v), now, epoch) for k, v in metrics.items()])
 
     def log_images(self, groups, epoch):
         for f in groups.get("Results", []):
-            self.mlflow.log_artifact(str(f), artifact_path="results")
+            self.client.log_artifact(self.run_id, str(f), artifact_path="results")
 
     def finish(self, final_metrics, model_file):
         for name in ("results.csv", "opt.yaml", "hyp.yaml"):
             if (self.save_dir / name).is_file():
-                self.mlflow.log_artifact(str(self.save_dir / name))
+                self.client.log_artifact(self.run_id, str(self.save_dir / name))
         if model_file is not None:
-            self.mlflow.log_artifact(str(model_file), artifact_path="weights")
-        self.mlflow.end_run()
+            self.client.log_artifact(self.run_id, str(model_file), artifact_path="weights")
+        self.client.set_terminated(self.run_id)
