@@ -137,11 +137,15 @@ def test_comet_offline(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------------------------ ClearML
 def test_clearml_offline(tmp_path, monkeypatch):
+    import signal
+    import sys
     pytest.importorskip("clearml")
     monkeypatch.setenv("CLEARML_OFFLINE_MODE", "1")
     monkeypatch.setenv("CLEARML_CACHE_DIR", str(tmp_path / "clearml"))
+    hooks = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), sys.excepthook)
     save_dir, lg = fake_run(tmp_path, ["clearml"], name="exp")
     assert lg.cloud["clearml"]
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), sys.excepthook) == hooks  # put back
     sessions = [p for p in glob.glob(str(tmp_path / "clearml" / "offline" / "offline-*")) if not p.endswith(".zip")]
     assert len(sessions) == 1
     task = json.load(open(f"{sessions[0]}/task.json"))

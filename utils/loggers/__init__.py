@@ -9,6 +9,9 @@ ended and every plot is on disk (so no logger waits for a drawing, and nothing i
 opt-in batch metrics, on steps whose losses the trainer reads back anyway). Every outside call goes through
 guard.Guarded: a logger that raises is one warning line and then off; the run goes on."""
 import json
+import signal
+import sys
+import threading
 from pathlib import Path
 
 from utils.general import LOGGER, colorstr
@@ -71,6 +74,7 @@ class Loggers:
                                 "view at http://localhost:6006/")
             else:
                 LOGGER.info(f"{tensorboard.PREFIX}not installed, no event files ('pip install tensorboard')")
+        self._process_hooks = _process_hooks()  # ClearML replaces these while its task is open
         self.cloud = {}  # name -> Guarded
         not_configured = []
         for name, (module, cls, label) in CLOUD.items():
@@ -183,6 +187,8 @@ class Loggers:
         self._each("log_images", groups, epoch)
         for g in self.cloud.values():  # a close that hangs (a helper process, a service) must not keep the run open
             g.call_within(FINISH_TIMEOUT_S, "finish", final, model_file)
+        if self.cloud:
+            _restore_process_hooks(self._process_hooks)
 
     def close(self):
         """Close what is open without logging more (a run that stopped on an error)."""
@@ -190,3 +196,19 @@ class Loggers:
             self._finished = True
             self.tb.call("close")
 
+
+def _process_hooks():
+    """The SIGINT/SIGTERM handlers and sys.excepthook: ClearML chains its own in front of them for its task's life
+    and leaves some after close(); the trainer's (utils/signals.py) come back once the loggers are done."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}, sys.excepthook
+
+
+def _restore_process_hooks(saved):
+    if saved is None or threading.current_thread() is not threading.main_thread():
+        return  # signal.signal works in the main thread only
+    handlers, sys.excepthook = saved
+    for sig, handler in handlers.items():
+        if handler is not None and signal.getsignal(sig) is not handler:
+            signal.signal(sig, handler)
