@@ -20,6 +20,14 @@ HYP = {"lr0": 0.01, "momentum": 0.937, "anchor_t": 4.0}
 ROWS = [np.round(np.arange(13) * 0.01 + 0.1 * e, 5) for e in range(2)]  # epoch 1 is the best
 
 
+@pytest.fixture(autouse=True)
+def in_tmp_path(tmp_path, monkeypatch):
+    """Whatever a package writes into the working directory (wandb/, .cometml-runs/) stays out of the checkout."""
+    monkeypatch.chdir(tmp_path)
+    # comet_ml, once imported, also turns MLflow runs into Comet experiments unless told not to
+    monkeypatch.setenv("COMET_DISABLE_AUTO_LOGGING", "1")
+
+
 def run_opt(save_dir, **kw):
     o = dict(project=str(save_dir.parent), name=save_dir.name, entity=None, upload_dataset=False, bbox_interval=-1,
              artifact_alias="latest", epochs=2, save_period=-1, exist_ok=False, resume=False, evolve=False,
