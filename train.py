@@ -83,7 +83,7 @@ def parse_opt(known=False, args=None):
     parser.add_argument("--save-period", type=int, default=-1, help="Save checkpoint every x epochs (disabled if < 1)")
     parser.add_argument("--seed", type=int, default=0, help="Global training seed")
     parser.add_argument("--local_rank", "--local-rank", type=int, default=-1, help="Automatic DDP Multi-GPU argument, do not modify")
-    # Logger arguments (the cloud ones only say that they do nothing here; utils/loggers.py)
+    # Logger arguments (W&B, Comet, ClearML as official when installed and configured; utils/loggers/)
     parser.add_argument("--entity", default=None, help="Entity")
     parser.add_argument("--upload_dataset", nargs="?", const=True, default=False, help='Upload data, "val" option')
     parser.add_argument("--bbox_interval", type=int, default=-1, help="Set bounding-box image logging interval")

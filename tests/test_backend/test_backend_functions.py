@@ -53,4 +53,4 @@ def test_distributed_answers_without_a_launcher():
     assert backend.ddp_gpu_follows_local_rank() == (BACKEND == "oneflow")  # OneFlow: rank i on cuda:i
     if BACKEND == "torch":
         assert not backend.dist_ready()  # no process group: collectives must not be called
-    assert "torch.utils.tensorboard" in backend.summary_writer_modules or BACKEND == "oneflow"
+    assert callable(backend.tensorboard_graph)  # what it draws: tests/test_loggers_tensorboard.py

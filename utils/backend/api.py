@@ -12,7 +12,7 @@ FUNCTION_SET = {
     "wait_for_work": "block until queued device work is done (for timers)",
     "require_pytorch": "the real PyTorch module for TorchScript/ONNX, or a one-line error under OneFlow",
     "set_deterministic": "ask the framework for deterministic kernels (where it has the switch)",
-    "summary_writer_modules": "modules that may provide a TensorBoard SummaryWriter, in order of preference",
+    "tensorboard_graph": "the TensorBoard GraphDef of a model traced on a zero image (NotImplementedError: no tracer)",
     "nms_kernel": "the framework's NMS for a device, or None (utils/nms.py then uses its own)",
     # mixed precision
     "has_amp": "whether fp16 autocast with loss scaling runs on a device",

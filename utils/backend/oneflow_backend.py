@@ -87,7 +87,11 @@ def _import_oneflow():
 
 
 torch = flow = _import_oneflow()
-summary_writer_modules = ("tensorboardX",)  # torch.utils.tensorboard would import PyTorch
+
+
+def tensorboard_graph(model, imgsz):
+    raise NotImplementedError("OneFlow 0.9.0 has no TorchScript-style tracer to draw the model graph from "
+                              "(scalars and images are written as usual)")
 
 
 # ----------------------------------------------------------------------------------------------------------------

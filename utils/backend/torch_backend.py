@@ -27,7 +27,23 @@ except Exception as e:
 from utils.backend.torch_ciou import ciou_compiled, load_triton_ciou  # noqa: E402  (imports torch: after the check)
 
 BatchNorm2d = torch.nn.BatchNorm2d
-summary_writer_modules = ("tensorboardX", "torch.utils.tensorboard")  # torch's bridge needs the tensorboard package
+
+
+def tensorboard_graph(model, imgsz):
+    """What SummaryWriter.add_graph writes (torch's own tracer to GraphDef, which needs the tensorboard package), for
+    the model unwrapped from DDP and traced in eval mode with a zero image (1, 3, *imgsz) on its device."""
+    from torch.utils.tensorboard._pytorch_graph import graph
+    model = model.module if hasattr(model, "module") else model
+    p = next(model.parameters())
+    im = torch.zeros((1, 3, *imgsz), device=p.device, dtype=p.dtype)
+    training = model.training
+    model.eval()  # a training-mode trace would move BatchNorm statistics towards the zero image
+    try:
+        with torch.no_grad():  # check_trace off: Detect builds its grids on the first call only, so two calls differ
+            traced = torch.jit.trace(model, im, strict=False, check_trace=False)
+    finally:
+        model.train(training)
+    return graph(traced, [])[0]  # a traced module: graph() reads its graph, no second trace
 
 
 # ----------------------------------------------------------------------------------------------------------------

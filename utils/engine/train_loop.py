@@ -316,19 +316,28 @@ class EarlyStopHook(HookBase):
 
 
 class ResultsLogHook(HookBase):
-    """One results.csv row per epoch (and TensorBoard / NDJSON). A resumed run first drops the rows of epochs its
-    checkpoint does not hold (killed between the row and the save)."""
+    """One results.csv row per epoch, and the same values to the loggers (utils/loggers/: TensorBoard, NDJSON, the
+    cloud ones), which also get the run's start (dataset, model graph) and the steps whose losses were read back.
+    A resumed run first drops the rows of epochs its checkpoint does not hold (killed between the row and the save)."""
 
     def __init__(self, loggers):
         self.loggers = loggers
 
     def before_train(self):
-        if self.loop.parts.state.resumed:
+        p = self.loop.parts
+        if p.state.resumed:
             self.loggers.truncate_csv(self.loop.start_epoch)
+        self.loggers.on_pretrain_routine_end(p.data)
+        self.loggers.on_train_start(p.model, p.imgsz, plots=not p.options.noplots)
+
+    def after_step(self):
+        if self.loop.losses_read is not None:  # no extra host sync: only steps that read the losses back anyway
+            self.loggers.on_train_batch_end(self.loop.ni, self.loop.losses_read)
 
     def after_epoch(self):
         loop = self.loop
-        self.loggers.on_fit_epoch_end(list(loop.mloss) + list(loop.results) + loop.lrs, loop.epoch)
+        self.loggers.on_fit_epoch_end(list(loop.mloss) + list(loop.results) + loop.lrs, loop.epoch,
+                                      loop.best_fitness, loop.fitness)
 
 
 def save_ckpt(ckpt, path, *also):
@@ -369,6 +378,8 @@ class CheckpointHook(HookBase):
             paths.append(run.weights / f"epoch{loop.epoch}.pt")
         save_ckpt(ckpt, *paths)  # encoded once
         loop.saved_in_epoch.update({path: loop.epoch for path in paths})
+        if p.loggers is not None:  # --save-period: the cloud loggers that keep models get last.pt
+            p.loggers.on_model_save(run.last, loop.epoch, loop.final_epoch, loop.best_fitness, loop.fitness)
 
 
 class FinishHook(HookBase):
@@ -400,6 +411,8 @@ class FinishHook(HookBase):
                 loop.results, _ = validate(p, model, plots=not opt.noplots, verbose=True,
                                            iou_thres=0.65 if p.is_coco else 0.60, save_json=p.is_coco)
         p.plots.wait()  # every plot file written before the closing line
+        if p.loggers is not None:  # the images and the final model to the loggers, now that every plot is on disk
+            p.loggers.on_run_end(run.last, run.best, loop.epoch, loop.results)
         LOGGER.info(f"Results saved to {colorstr('bold', run.save_dir)}")
 
 
