@@ -51,13 +51,17 @@ class Detect(nn.Module):
             if not self.training:
                 if self.dynamic or self.grid[i].shape[2:4] != x[i].shape[2:4] or self.grid[i].device != x[i].device:
                     self.grid[i], self.anchor_grid[i] = self._make_grid(nx, ny, i, x[i].dtype, x[i].device)
-                xy, wh, conf = x[i].sigmoid().split((2, 2, self.nc + 1), 4)
-                xy = (xy * 2 + self.grid[i]) * self.stride[i]
-                wh = (wh * 2) ** 2 * self.anchor_grid[i]
-                z.append(torch.cat((xy, wh, conf), 4).view(bs, self.na * nx * ny, self.no))
+                z.append(self._decode(x[i], i).view(bs, self.na * nx * ny, self.no))
         if self.training:
             return x
         return (torch.cat(z, 1),) if self.export else (torch.cat(z, 1), x)
+
+    def _decode(self, xi, i):
+        """One level's raw (bs, na, ny, nx, no) map -> boxes in pixels and probabilities (Segment overrides)."""
+        xy, wh, conf = xi.sigmoid().split((2, 2, self.nc + 1), 4)
+        xy = (xy * 2 + self.grid[i]) * self.stride[i]
+        wh = (wh * 2) ** 2 * self.anchor_grid[i]
+        return torch.cat((xy, wh, conf), 4)
 
     def _make_grid(self, nx, ny, i, dtype, device):
         shape = (1, self.na, ny, nx, 2)
@@ -112,7 +116,8 @@ def parse_model(d, ch):
     layers, save, c2 = [], [], ch[-1]
     for i, (f, n, name, args) in enumerate(d["backbone"] + d["head"]):
         if name not in MODULES:
-            raise KeyError(f"model YAML layer {i}: unknown module {name!r}; known: {', '.join(sorted(MODULES))}")
+            raise KeyError(f"model YAML layer {i}: unknown module {name!r}; known: {', '.join(sorted(MODULES))} "
+                           "(Segment, Proto and Classify: import models.tasks, or build a SegmentationModel)")
         m = MODULES[name]
         args = [_resolve_arg(a, d) for a in args]
         n = n_ = max(round(n * gd), 1) if n > 1 else n  # depth gain
@@ -129,10 +134,12 @@ def parse_model(d, ch):
             args = [ch[f]]
         elif m is Concat:
             c2 = sum(ch[x] for x in f)
-        elif m is Detect:
+        elif isinstance(m, type) and issubclass(m, Detect):  # Detect, and Segment (models/tasks.py)
             args.append([ch[x] for x in f])
             if isinstance(args[1], int):  # number of anchors per level: placeholder anchors
                 args[1] = [list(range(args[1] * 2))] * len(f)
+            if hasattr(m, "scale_yaml_args"):
+                args = m.scale_yaml_args(args, gw, make_divisible, ch_mul)
         elif m is Contract:
             c2 = ch[f] * args[0] ** 2
         elif m is Expand:
@@ -195,7 +202,7 @@ class DetectionModel(nn.Module):
             s = 256  # twice the largest stride (128, P7): every level has >1 pixel, as training-mode BN needs
             m.inplace = self.inplace
             with torch.no_grad():
-                outs = self.forward(torch.zeros(1, ch, s, s))
+                outs = self._stride_maps(self.forward(torch.zeros(1, ch, s, s)))
             m.stride = torch.tensor([s / x.shape[-2] for x in outs])
             check_anchor_order(m)
             m.anchors /= m.stride.view(-1, 1, 1)
@@ -222,6 +229,10 @@ class DetectionModel(nn.Module):
             if visualize:
                 feature_visualization(x, m.type, m.i, save_dir=visualize)
         return x
+
+    def _stride_maps(self, outs):
+        """The per-level maps in the head's training-mode output (SegmentationModel's also holds the protos)."""
+        return outs
 
     def _initialize_biases(self, cf=None):
         """Objectness prior of 8 objects per 640x640 image and class prior 0.6/nc (arXiv:1708.02002 section 3.3)."""
