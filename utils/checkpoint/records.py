@@ -97,11 +97,19 @@ def build_model(record, source="checkpoint"):
     class weights, and the train/eval mode it was saved in."""
     from models.yolo import DetectionModel  # lazy: models import this package
     cfg = record.get("yaml")
-    if not isinstance(cfg, dict):
+    task_class = str(record.get("class", "")).rsplit(".", 1)[-1]
+    if task_class in ("SegmentationModel", "ClassificationModel"):
+        from models.tasks import model_from_record  # lazy, as above
+        try:
+            model = model_from_record(record)
+        except (ValueError, KeyError, TypeError) as e:
+            raise CheckpointError(f"{source}: cannot rebuild its {task_class}: {e}") from e
+    elif not isinstance(cfg, dict):
         raise CheckpointError(f"{source}: the stored model has no yaml dict, cannot rebuild it")
-    cfg = copy.deepcopy(cfg)
-    nc = record.get("nc") or cfg.get("nc")
-    model = DetectionModel(cfg, ch=cfg.get("ch", 3), nc=nc)
+    else:
+        cfg = copy.deepcopy(cfg)
+        nc = record.get("nc") or cfg.get("nc")
+        model = DetectionModel(cfg, ch=cfg.get("ch", 3), nc=nc)
     load_record_state_dict(model, record["state_dict"], source)
     for k in _MODEL_ATTRS:
         v = record.get(k)
@@ -113,7 +121,7 @@ def build_model(record, source="checkpoint"):
             v = from_numpy(np.asarray(v, dtype=np.float32))
         setattr(model, k, v)
     stored_stride = record.get("stride")
-    if stored_stride is not None:
+    if stored_stride is not None and hasattr(model.model[-1], "anchors"):  # a classifier's stride is bookkeeping
         ours = np.asarray(tensor_to_numpy(model.stride), dtype=np.float32)
         if ours.shape != np.asarray(stored_stride).shape or not np.allclose(ours, stored_stride):
             raise CheckpointError(f"{source}: stored stride {np.asarray(stored_stride).tolist()} differs from the "
