@@ -146,3 +146,32 @@ def masks2segments(masks, strategy="largest"):
             c = np.zeros((0, 2))
         out.append(c.astype(np.float32))
     return out
+
+
+def scale_segments(img1_shape, segment, img0_shape, ratio_pad=None, normalize=False):
+    """A polygon (k, 2) in pixels of an input of size img1_shape -> pixels (or 0-1 with normalize) of the original
+    image of size img0_shape, clipped to it."""
+    s = np.asarray(segment, np.float32).copy()
+    if ratio_pad is None:
+        gain = min(img1_shape[0] / img0_shape[0], img1_shape[1] / img0_shape[1])
+        pad = (img1_shape[1] - img0_shape[1] * gain) / 2, (img1_shape[0] - img0_shape[0] * gain) / 2
+    else:
+        gain, pad = ratio_pad[0][0], ratio_pad[1]
+    s[:, 0] -= pad[0]
+    s[:, 1] -= pad[1]
+    s /= gain
+    s[:, 0] = s[:, 0].clip(0, img0_shape[1])
+    s[:, 1] = s[:, 1].clip(0, img0_shape[0])
+    if normalize:
+        s[:, 0] /= img0_shape[1]
+        s[:, 1] /= img0_shape[0]
+    return s
+
+
+def draw_masks(im, masks, colors, alpha=0.5):
+    """Blend binary masks (n, h, w) at the image's size into the BGR image im in place, one colour (BGR) each; the
+    first mask is drawn last (on top), as the official Annotator.masks orders them."""
+    for m, c in reversed(list(zip(masks, colors))):
+        sel = m.astype(bool)
+        im[sel] = (im[sel] * (1 - alpha) + np.asarray(c, np.float32) * alpha).astype(np.uint8)
+    return im
