@@ -21,7 +21,7 @@ if __name__ == "__main__":
 
 import numpy as np  # noqa: E402
 
-from utils.backend import inference_mode, select_device, to_numpy, torch  # noqa: E402
+from utils.backend import inference_mode, select_device, to_numpy  # noqa: E402
 from utils.classify.dataset import ClassificationDataError, create_classification_dataloader  # noqa: E402
 from utils.classify.metrics import accuracy_table, topk_correct  # noqa: E402
 from utils.errors import exit_on_user_error  # noqa: E402

@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
 
@@ -84,7 +83,6 @@ def test_classify_val_matches_official(shared_dir, tmp_path, batch):
 
 def test_classify_val_run_in_process(shared_dir, tmp_path):
     """The library call (what a trainer would use): top-1/top-5 of the official checkpoint, one batch."""
-    sys.path.insert(0, str(ROOT / "classify"))
     from classify.val import run
     top1, top5, _ = run(data=shared_dir / "data" / "coco128-cls", weights=shared_dir / "weights" /
                         "yolov5n-cls-coco128cls.pt", imgsz=128, batch_size=64, workers=0, verbose=False,

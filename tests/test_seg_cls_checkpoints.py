@@ -6,9 +6,7 @@ What the official files pickle beyond detection is taken as data, never run: `ge
 classifier's transforms), pathlib.PosixPath."""
 import io
 import os
-import pickle
 import subprocess
-import sys
 from copy import deepcopy
 from pathlib import Path
 

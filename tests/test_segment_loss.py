@@ -123,3 +123,17 @@ def test_no_value_reaches_the_host():
     loss, items = cl((p, proto), torch.empty(7, 6, device="meta"), torch.empty(2, 16, 16, device="meta"))
     loss.backward()
     assert tuple(items.shape) == (4,) and proto.grad is not None and p[0].grad is not None
+
+
+def test_backward_gives_finite_gradients():
+    """Training needs the mask loss's gradient: it reaches the maps (coefficients) and the prototypes, finite."""
+    from utils.segment.loss import SegmentationLoss
+    model, p, proto, t, masks = _synthetic(seed=5)
+    p = [pi.requires_grad_(True) for pi in p]
+    proto.requires_grad_(True)
+    loss, items = SegmentationLoss(model, overlap=False)((p, proto), t, masks)
+    loss.backward()
+    g = to_numpy(proto.grad)
+    assert np.isfinite(g).all() and np.abs(g).sum() > 0
+    coef_grad = np.concatenate([to_numpy(pi.grad)[..., 8:].reshape(-1) for pi in p])
+    assert np.isfinite(coef_grad).all() and np.abs(coef_grad).sum() > 0
