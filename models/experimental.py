@@ -8,7 +8,7 @@ that kept ``model.24.anchor_grid`` load the same way.
 import logging
 from pathlib import Path
 
-from models.from_record import build_model
+from models.from_record import build_any_model
 from utils.backend import nn, torch
 from utils.checkpoint import load_any
 from utils.checkpoint.kind import pick_model_record
@@ -23,9 +23,10 @@ class Ensemble(nn.ModuleList):
         return torch.cat(y, 1), None
 
 
-def load_single(weights, device=None, inplace=True, fuse=True, build_model=build_model):
+def load_single(weights, device=None, inplace=True, fuse=True, build_model=build_any_model):
     """One checkpoint file -> float32 model in eval mode (fused when asked). build_model: the task's model builder
-    (Task.build_model; detection's by default)."""
+    (Task.build_model); by default any YOLOv5 task's model, as ultralytics' attempt_load loads whatever the file
+    holds (DetectMultiBackend, behind val.py and detect.py, passes detection's, which names other tasks' files)."""
     w = Path(weights)
     ckpt = load_any(w)  # plain data for both formats: ModelRecord with a numpy state dict
     level = LOGGER.level
@@ -46,7 +47,7 @@ def load_single(weights, device=None, inplace=True, fuse=True, build_model=build
     return model.eval()
 
 
-def attempt_load(weights, device=None, inplace=True, fuse=True, build_model=build_model):
+def attempt_load(weights, device=None, inplace=True, fuse=True, build_model=build_any_model):
     """Load a path or a list of paths. One path gives the model; several give an :class:`Ensemble` carrying the
     largest stride, the first model's names and nc, as ultralytics does."""
     paths = weights if isinstance(weights, (list, tuple)) else [weights]

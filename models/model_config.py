@@ -59,9 +59,10 @@ def check_model_dict(d, where):
     for i, layer in enumerate(d["backbone"] + d["head"]):
         check_layer(i, layer, where)
     last = d["head"][-1][2]
-    if last != "Detect":
+    if last not in ("Detect", "Segment"):
         raise ModelConfigError(f"{where}: the last head layer is {describe(last)}; a detection model ends in "
-                               f"Detect ([[17, 20, 23], 1, Detect, [nc, anchors]]); {LAYOUT}.")
+                               f"Detect ([[17, 20, 23], 1, Detect, [nc, anchors]]), a segmentation model in "
+                               f"Segment; {LAYOUT}.")
 
 
 def _check_anchors(a, where):

@@ -55,13 +55,17 @@ class Detect(nn.Module):
             if not self.training:
                 if self.dynamic or self.grid[i].shape[2:4] != x[i].shape[2:4] or self.grid[i].device != x[i].device:
                     self.grid[i], self.anchor_grid[i] = self._make_grid(nx, ny, i, x[i].dtype, x[i].device)
-                xy, wh, conf = x[i].sigmoid().split((2, 2, self.nc + 1), 4)
-                xy = (xy * 2 + self.grid[i]) * self.stride[i]
-                wh = (wh * 2) ** 2 * self.anchor_grid[i]
-                z.append(torch.cat((xy, wh, conf), 4).view(bs, self.na * nx * ny, self.no))
+                z.append(self._decode(x[i], i).view(bs, self.na * nx * ny, self.no))
         if self.training:
             return x
         return (torch.cat(z, 1),) if self.export else (torch.cat(z, 1), x)
+
+    def _decode(self, xi, i):
+        """One level's raw (bs, na, ny, nx, no) map -> boxes in pixels and probabilities (Segment overrides)."""
+        xy, wh, conf = xi.sigmoid().split((2, 2, self.nc + 1), 4)
+        xy = (xy * 2 + self.grid[i]) * self.stride[i]
+        wh = (wh * 2) ** 2 * self.anchor_grid[i]
+        return torch.cat((xy, wh, conf), 4)
 
     def _make_grid(self, nx, ny, i, dtype, device):
         shape = (1, self.na, ny, nx, 2)
@@ -118,7 +122,8 @@ def parse_model(d, ch):
     layers, save, c2 = [], [], ch[-1]
     for i, (f, n, name, args) in enumerate(d["backbone"] + d["head"]):
         if name not in MODULES:
-            raise ModelConfigError(f"{where}: layer {i}: unknown module {name!r}; known: {', '.join(sorted(MODULES))}")
+            raise ModelConfigError(f"{where}: layer {i}: unknown module {name!r}; known: {', '.join(sorted(MODULES))} "
+                                   "(Segment, Proto and Classify: import models.tasks, or build a SegmentationModel)")
         try:
             m_, c2, args, n_ = _build_layer(i, f, n, name, args, d, ch, gd, gw, ch_mul, no, where)
         except (TypeError, ValueError, IndexError, AttributeError, ArithmeticError, RuntimeError, AssertionError) as e:
@@ -133,6 +138,10 @@ def parse_model(d, ch):
             ch = []
         ch.append(c2)
     return nn.Sequential(*layers), sorted(save)
+
+
+def _is_head(m):
+    return isinstance(m, type) and issubclass(m, Detect)
 
 
 def _build_layer(i, f, n, name, args, d, ch, gd, gw, ch_mul, no, where):
@@ -153,11 +162,13 @@ def _build_layer(i, f, n, name, args, d, ch, gd, gw, ch_mul, no, where):
         args = [ch[f]]
     elif m is Concat:
         c2 = sum(ch[x] for x in f)
-    elif m is Detect:
+    elif _is_head(m):  # Detect, and Segment (models/tasks.py)
         check_detect_args(i, args, where)
         args.append([ch[x] for x in f])
         if isinstance(args[1], int):  # number of anchors per level: placeholder anchors
             args[1] = [list(range(args[1] * 2))] * len(f)
+        if hasattr(m, "scale_yaml_args"):
+            args = m.scale_yaml_args(args, gw, make_divisible, ch_mul)
     elif m is Contract:
         c2 = ch[f] * args[0] ** 2
     elif m is Expand:
@@ -165,7 +176,7 @@ def _build_layer(i, f, n, name, args, d, ch, gd, gw, ch_mul, no, where):
     else:
         c2 = ch[f]
 
-    if m is not Detect:
+    if not _is_head(m):
         check_args(i, name, args[2:] if m in _CHANNEL_MODULES else args, where)
     if m in _CHANNEL_MODULES:  # before anything is allocated: a small file must not ask for gigabytes
         check_channels(i, name, args[0], c2, args, n_, where)
@@ -221,7 +232,7 @@ class DetectionModel(nn.Module):
             m.inplace = self.inplace
             with torch.no_grad():
                 try:
-                    outs = self.forward(torch.zeros(1, ch, s, s))
+                    outs = self._stride_maps(self.forward(torch.zeros(1, ch, s, s)))
                 except (RuntimeError, IndexError, TypeError, ValueError, ArithmeticError, AssertionError) as e:
                     raise ModelConfigError(f"{self.yaml_file or 'model YAML'}: the layers do not fit together on a "
                                            f"{s}x{s} image ({' '.join(str(e).split())[:200]}); check from and args."
@@ -251,6 +262,10 @@ class DetectionModel(nn.Module):
             if visualize:
                 feature_visualization(x, m.type, m.i, save_dir=visualize)
         return x
+
+    def _stride_maps(self, outs):
+        """The per-level maps in the head's training-mode output (SegmentationModel's also holds the protos)."""
+        return outs
 
     def _initialize_biases(self, cf=None):
         """Objectness prior of 8 objects per 640x640 image and class prior 0.6/nc (arXiv:1708.02002 section 3.3)."""

@@ -135,8 +135,9 @@ def transform_segments(segments, M, out_hw):
 
 
 def random_perspective(im, targets=(), segments=(), degrees=10, translate=0.1, scale=0.1, shear=10, perspective=0.0,
-                       border=(0, 0)):
-    """ultralytics' random_perspective: targets (n, 5) [cls, x1, y1, x2, y2] in pixels. Returns (im, targets)."""
+                       border=(0, 0), return_segments=False):
+    """ultralytics' random_perspective: targets (n, 5) [cls, x1, y1, x2, y2] in pixels. Returns (im, targets), and
+    with return_segments the kept targets' transformed polygons as a third value (segmentation training)."""
     height = im.shape[0] + border[0] * 2
     width = im.shape[1] + border[1] * 2
     M, s = random_affine_matrix(im.shape[:2], (height, width), degrees, translate, scale, shear, perspective)
@@ -147,16 +148,20 @@ def random_perspective(im, targets=(), segments=(), degrees=10, translate=0.1, s
             im = cv2.warpAffine(im, M[:2], dsize=(width, height), borderValue=GREY)
     targets = np.asarray(targets, dtype=np.float64).reshape(-1, 5) if len(targets) else np.zeros((0, 5))
     n = len(targets)
+    kept = []
     if n:
         use_segments = any(x.any() for x in segments) and len(segments) == n
         if use_segments:
-            new, _ = transform_segments(segments, M, (height, width))
+            new, moved = transform_segments(segments, M, (height, width))
         else:
             new = transform_boxes(targets[:, 1:5], M, (height, width))
         i = box_candidates(box1=targets[:, 1:5].T * s, box2=new.T, area_thr=0.01 if use_segments else 0.10)
         targets = targets[i]
         targets[:, 1:5] = new[i]
-    return im, targets
+        if return_segments:  # box labels: the transformed boxes' outlines stand in for polygons
+            kept = [moved[j] for j in np.flatnonzero(i)] if use_segments else \
+                [b[[0, 1, 2, 1, 2, 3, 0, 3]].reshape(4, 2) for b in targets[:, 1:5]]
+    return (im, targets, kept) if return_segments else (im, targets)
 
 
 def box_candidates(box1, box2, wh_thr=2, ar_thr=100, area_thr=0.1, eps=1e-16):

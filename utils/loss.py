@@ -190,7 +190,7 @@ class ComputeLoss:
         if nc == 1:  # a single class needs no class loss
             return lbox, torch.zeros(1, device=self.device)
         t = torch.where(cand["tcls"][..., None] == self._class_ids, self.cp, self.cn).to(ps.dtype)
-        bce = _elementwise(self.BCEcls, ps[..., 5:], t.expand(ps.shape[:-1] + (nc,)))
+        bce = _elementwise(self.BCEcls, ps[..., 5:5 + nc], t.expand(ps.shape[:-1] + (nc,)))  # (mask columns follow)
         lcls = (bce.masked_fill(invalid[..., None], 0.0).sum((1, 2, 3, 4)) / (count * nc)).sum().view(1)
         return lbox, lcls
 

@@ -55,7 +55,16 @@ def match_predictions(detections, labels, iouv):
     if not len(detections) or not len(labels):
         return correct
     iou = box_iou(labels[:, 1:5].astype(np.float32), detections[:, :4].astype(np.float32))
-    iou = iou * (labels[:, 0:1] == detections[None, :, 5])  # a wrong class never matches
+    return match_by_iou(iou, labels[:, 0], detections[:, 5], iouv)
+
+
+def match_by_iou(iou, label_cls, det_cls, iouv):
+    """match_predictions for a given (M, N) IoU matrix of labels x detections (boxes, or masks in segmentation)."""
+    iou, iouv = np.asarray(iou), np.asarray(iouv)
+    correct = np.zeros((iou.shape[1], iouv.shape[0]), dtype=bool)
+    if not iou.size:
+        return correct
+    iou = iou * (np.asarray(label_cls).reshape(-1, 1) == np.asarray(det_cls).reshape(1, -1))  # wrong class: no match
     for k, thr in enumerate(iouv):
         li, di = np.nonzero(iou >= thr)
         if not li.size:

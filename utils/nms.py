@@ -102,15 +102,16 @@ def _candidates_numpy(x, conf_thres, mi, multi_label, classes, max_nms):
     """Rows (n, 5 + nc + nm) after the objectness filter -> (k, 6 + nm) [xyxy, conf, cls, masks], conf = obj * cls,
     highest confidence first when capped at max_nms."""
     scores = x[:, 5:mi] * x[:, 4:5]
+    masks = x[:, mi:] * x[:, 4:5]  # official NMS scales every column after objectness by it, mask coefficients too
     box = xywh2xyxy(x[:, :4])
     if multi_label:
         i, j = np.nonzero(scores > conf_thres)
-        out = np.concatenate((box[i], scores[i, j, None], j[:, None].astype(np.float32), x[i, mi:]), 1)
+        out = np.concatenate((box[i], scores[i, j, None], j[:, None].astype(np.float32), masks[i]), 1)
     else:
         j = scores.argmax(1)
         conf = scores[np.arange(len(j)), j]
         keep = conf > conf_thres
-        out = np.concatenate((box, conf[:, None], j[:, None].astype(np.float32), x[:, mi:]), 1)[keep]
+        out = np.concatenate((box, conf[:, None], j[:, None].astype(np.float32), masks), 1)[keep]
     if classes is not None:
         out = out[np.isin(out[:, 5], np.asarray(list(classes), dtype=np.float32))]
     if len(out) > max_nms:
@@ -121,7 +122,7 @@ def _candidates_numpy(x, conf_thres, mi, multi_label, classes, max_nms):
 def _candidates_tensor(x, conf_thres, mi, multi_label, classes, max_nms):
     """The same as _candidates_numpy on framework tensors (used where a device NMS kernel exists)."""
     x = x.clone()
-    x[:, 5:mi] *= x[:, 4:5]
+    x[:, 5:] *= x[:, 4:5]  # mask coefficients too, as official
     box = xywh2xyxy(x[:, :4])
     mask = x[:, mi:]
     if multi_label:

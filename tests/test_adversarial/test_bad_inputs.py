@@ -177,7 +177,7 @@ def _bare_state_dict(path, yolov5n_pt):
                                         ("v8", ["Ultralytics YOLOv8", "pip install ultralytics"]),
                                         ("bare", ["bare state dict"]), ("nomodel", ["no YOLOv5 model"])])
 def test_foreign_checkpoints_named_for_val_detect_and_train(tmp_path, shared_dir, yolov5n_pt, kind, words):
-    from models.experimental import attempt_load
+    from models.multibackend import DetectMultiBackend
     from utils.checkpoint import save_checkpoint
     from utils.engine.initial_model import pretrained_model
     f = {"seg": lambda: shared_dir / "weights/yolov5n-seg-coco128.pt",
@@ -185,7 +185,7 @@ def test_foreign_checkpoints_named_for_val_detect_and_train(tmp_path, shared_dir
          "v8": lambda: _v8_checkpoint(tmp_path / "v8.pt"),
          "bare": lambda: _bare_state_dict(tmp_path / "sd.pt", yolov5n_pt),
          "nomodel": lambda: save_checkpoint({"epoch": 3, "optimizer": None}, tmp_path / "o.pt")}[kind]()
-    _one_line_error(attempt_load, f, match=[str(f), *words])  # val.py, detect.py
+    _one_line_error(DetectMultiBackend, str(f), match=[str(f), *words])  # val.py, detect.py
     _one_line_error(pretrained_model, str(f), "", 80, match=[str(f), *words])  # train.py --weights
 
 

@@ -13,14 +13,17 @@ from utils.checkpoint.records import CheckpointError, ModelRecord
 from utils.checkpoint.torch_reader import MAX_PICKLE_BYTES
 
 _DETECTION_SCRIPTS = "this project's train.py, val.py and detect.py take YOLOv5 detection checkpoints (yolov5n.pt...)"
-_OTHER_KINDS = (  # (global names that mark the kind, what the file is, what runs it)
-    (("models.yolo.SegmentationModel", "models.yolo.Segment"), "a YOLOv5 segmentation checkpoint",
-     "ultralytics/yolov5's segment/train.py, segment/val.py or segment/predict.py"),
-    (("models.yolo.ClassificationModel", "models.common.Classify"), "a YOLOv5 classification checkpoint",
-     "ultralytics/yolov5's classify/train.py, classify/val.py or classify/predict.py"),
+_OTHER_KINDS = (  # (global names that mark the kind, what the file is, what runs it): files no reader here takes
     (("ultralytics.",), "an Ultralytics YOLOv8/YOLO11 checkpoint",
      "the `yolo` command of the ultralytics package (pip install ultralytics)"),
 )
+# Stored model classes of the other YOLOv5 tasks: read here, but run by their own scripts
+_TASK_SCRIPTS = {
+    "SegmentationModel": ("a YOLOv5 segmentation checkpoint", "segment/val.py or segment/predict.py (training: "
+                          "ultralytics/yolov5's segment/train.py until this project has one)"),
+    "ClassificationModel": ("a YOLOv5 classification checkpoint", "classify/val.py or classify/predict.py "
+                            "(training: ultralytics/yolov5's classify/train.py until this project has one)"),
+}
 
 
 def pickle_globals(data):
@@ -69,6 +72,15 @@ def looks_like_state_dict(obj):
         sum("." in k for k in obj) > len(obj) // 2 and not any(isinstance(v, ModelRecord) for v in obj.values())
 
 
+def check_detection_record(rec, source):
+    """One line when a stored model is a segmentation or classification model given where detection runs."""
+    kind = str(rec.get("class", "")).rsplit(".", 1)[-1]
+    if kind in _TASK_SCRIPTS:
+        what, runner = _TASK_SCRIPTS[kind]
+        raise CheckpointError(f"{source} is {what}, not a YOLOv5 detection model ({_DETECTION_SCRIPTS}): run it "
+                              f"with {runner}.")
+
+
 def pick_model_record(ckpt, source):
     """The EMA weights when stored (what validation uses), else the raw model, like ultralytics; one line when the
     file holds no YOLOv5 model (a bare state dict, an optimizer, a dict of something else)."""
@@ -76,9 +88,6 @@ def pick_model_record(ckpt, source):
         for key in ("ema", "model"):
             rec = ckpt.get(key)
             if isinstance(rec, ModelRecord):
-                if str(rec.get("class")) in ("SegmentationModel", "ClassificationModel"):
-                    raise CheckpointError(f"{source} holds a {rec['class']}, not a YOLOv5 detection model; "
-                                          f"{_DETECTION_SCRIPTS}.")
                 return rec
     if looks_like_state_dict(ckpt):
         tensors = [k for k in ckpt if "." in k]

@@ -79,7 +79,20 @@ def stub_model_record(model):
         dd = vars(detect)
         rec["detect"] = {k: plain(dd[k]) for k in ("nc", "no", "nl", "na", "inplace") if k in dd}
     rec["state_dict"] = stub_state_dict(model)
+    if not isinstance(rec["yaml"], dict):  # an official classifier keeps no yaml: its layers say how to rebuild it
+        rec["module_tree"] = module_tree(model)
     return rec
+
+
+def module_tree(module):
+    """A stubbed module tree as plain data: {'class': pickled class path, 'attrs': its plain attributes,
+    'params': names of its parameters that are set, 'children': {name: subtree or None}} (no tensors)."""
+    d = vars(module)
+    attrs = {k: plain(v) for k, v in d.items() if not k.startswith("_") and k != "training"
+             and not isinstance(v, (StubObject, TensorData))}
+    params = [k for k, v in (d.get("_parameters") or {}).items() if v is not None]
+    children = {k: None if c is None else module_tree(c) for k, c in (d.get("_modules") or {}).items()}
+    return {"class": module._class_path, "attrs": attrs, "params": params, "children": children}
 
 
 EXACT_COPIES = {"model": "model_float32", "ema": "ema_float32"}  # this project's fp32 copies of the fp16 models
@@ -150,7 +163,7 @@ class Materializer:
             return self._tensor(x)
         if _is_stub_module(x):
             rec = stub_model_record(x)
-            if self.build_models and isinstance(rec.get("yaml"), dict):  # a YOLOv5 model; other modules: records
+            if self.build_models and (isinstance(rec.get("yaml"), dict) or "module_tree" in rec):  # a YOLOv5 model
                 m = self.build_models(rec, source=self.source)
                 return m.to(self.map_location) if self.map_location is not None else m
             return rec

@@ -160,6 +160,7 @@ def official_type_string(module):
     return f"{mod}.{name}"
 
 
+_HEADS = ("Detect", "Segment")  # heads whose stride official .half() converts and whose grids are caches
 _LAYER_BOOKKEEPING = ("i", "f", "type", "np")  # what official parse_model adds to each layer
 
 
@@ -220,8 +221,8 @@ def _own_attrs(m, enc, cast_half, class_name):
         if k in _LAYER_BOOKKEEPING:
             out[k] = _bookkeeping(m, k, enc)
         elif enc.is_tensor(v):
-            out[k] = enc.tensor(v, cast_half and class_name == "Detect" and k == "stride")  # as official _apply
-        elif class_name == "Detect" and k in ("grid", "anchor_grid") and isinstance(v, (list, tuple)):
+            out[k] = enc.tensor(v, cast_half and class_name in _HEADS and k == "stride")  # as official _apply
+        elif class_name in _HEADS and k in ("grid", "anchor_grid") and isinstance(v, (list, tuple)):
             # cached decode grids: written empty, as a fresh Detect holds them; forward rebuilds them
             dtype = np.float16 if cast_half else enc.numpy_dtype(getattr(m, "anchors", None))
             out[k] = [enc.array_tensor(np.empty(0, dtype)) for _ in v]
@@ -230,6 +231,8 @@ def _own_attrs(m, enc, cast_half, class_name):
                             "checkpoint; save the model before fuse()")
         else:
             out[k] = enc.value(v)
+    if class_name == "Segment":  # official Segment.forward calls self.detect, which it sets to Detect.forward
+        out["detect"] = Call(Global("__builtin__", "getattr"), (Global("models.yolo", "Detect"), "forward"))
     return out
 
 

@@ -157,6 +157,31 @@ _PATHS = {"Path": pathlib.Path, "PosixPath": pathlib.Path, "PurePosixPath": path
           "PurePath": pathlib.PurePath}
 _BUILTINS = {"set": set, "frozenset": frozenset, "slice": slice, "complex": complex, "bytes": bytes,
              "bytearray": bytearray}
+# Plain objects official checkpoints pickle beside the model, stubbed like the model's classes: a classifier's
+# preprocessing (torchvision Compose/Normalize around ultralytics' CenterCrop/ToTensor).
+_STUB_GLOBALS = {("torchvision.transforms.transforms", "Compose"), ("torchvision.transforms.transforms", "Normalize"),
+                 ("utils.augmentations", "CenterCrop"), ("utils.augmentations", "ToTensor")}
+
+
+class StubAttribute:
+    """What ``getattr(<stubbed class>, name)`` stands for in a file (official Segment keeps ``detect =
+    Detect.forward``): the attribute's dotted name, nothing resolved or called."""
+    __slots__ = ("path",)
+
+    def __init__(self, path):
+        self.path = path
+
+    def __repr__(self):
+        return f"<attribute {self.path}>"
+
+
+def _stub_getattr(obj, name, *default):
+    """getattr as a pickle global may only name an attribute of a stubbed class: it becomes a StubAttribute."""
+    if not (isinstance(obj, type) and issubclass(obj, StubObject)) or not isinstance(name, str) or \
+            name.startswith("_"):
+        raise CheckpointError(f"refusing getattr({obj!r}, {name!r}) in a checkpoint: only a public attribute of a "
+                              "model class may be named")
+    return StubAttribute(f"{obj._class_path}.{name}")
 
 
 class RestrictedUnpickler(pickle.Unpickler):
@@ -194,6 +219,10 @@ class RestrictedUnpickler(pickle.Unpickler):
             return collections.OrderedDict
         if module in ("__builtin__", "builtins") and name in _BUILTINS:
             return _BUILTINS[name]
+        if module in ("__builtin__", "builtins") and name == "getattr":
+            return _stub_getattr
+        if (module, name) in _STUB_GLOBALS:
+            return stub_class(module, name)
         if module == "_codecs" and name == "encode":  # how protocol 2 writes bytes: text -> bytes, nothing else
             return codecs.encode
         if module == "argparse" and name == "Namespace":

@@ -36,8 +36,9 @@ def create_dataloader(path, imgsz, batch_size, stride, single_cls=False, hyp=Non
     return loader, dataset
 
 
-def make_loader(dataset, batch_size, workers=8, shuffle=False, seed=0, rank=0, world_size=1, quad=False):
-    """The DataLoader over a built dataset: this rank's sampler, seeded persistent workers, the batch collate."""
+def make_loader(dataset, batch_size, workers=8, shuffle=False, seed=0, rank=0, world_size=1, quad=False, collate=None):
+    """The DataLoader over a built dataset: this rank's sampler, seeded persistent workers, the batch collate
+    (collate: another task's, e.g. the segmentation batch with its masks)."""
     batch_size = min(batch_size, len(dataset))
     ncpu = os.cpu_count() or 1
     nw = min([ncpu // max(world_size, 1), batch_size if batch_size > 1 else 0, workers])
@@ -54,4 +55,4 @@ def make_loader(dataset, batch_size, workers=8, shuffle=False, seed=0, rank=0, w
     # CPU-only machine pinning is only a copy, so it is off there.
     return torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=nw,
                                        pin_memory=cuda_available(), drop_last=False,
-                                       collate_fn=collate_quad if quad else collate_fn, **kwargs)
+                                       collate_fn=collate or (collate_quad if quad else collate_fn), **kwargs)

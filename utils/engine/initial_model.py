@@ -7,7 +7,7 @@ import numpy as np
 from models.yolo import Model
 from utils import backend
 from utils.checkpoint import load_any
-from utils.checkpoint.kind import pick_model_record
+from utils.checkpoint.kind import check_detection_record, pick_model_record
 from utils.engine.errors import TrainingError
 from utils.errors import UserError
 from utils.log import LOGGER
@@ -37,6 +37,7 @@ def pretrained_model(weights, cfg, nc, anchors=None, model_class=Model):
                             "scratch.")
     ck = load_any(weights)
     rec = pick_model_record(ck, weights)
+    check_detection_record(rec, weights)
     if not cfg and not isinstance(rec.get("yaml"), dict):
         raise TrainingError(f"--weights {weights}: the stored model has no yaml to rebuild it from; give --cfg too.")
     try:

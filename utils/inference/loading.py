@@ -5,13 +5,15 @@ from utils.backend import select_device, torch
 from utils.img_size import check_img_size
 
 
-def load_model(weights, device="", half=False, dnn=False, data=None, imgsz=640, batch_size=0, task_plugin=None):
+def load_model(weights, device="", half=False, dnn=False, data=None, imgsz=640, batch_size=0, task_plugin=None,
+               build_model=None):
     """-> (DetectMultiBackend, imgsz as a multiple of its stride). device: a device or a --device string ('' is the
     first GPU, else the CPU; batch_size is checked against the GPUs it names); imgsz: an int (square) or [h, w],
     returned in the same form; task_plugin: the utils.tasks.Task whose model builder reads .pt files (None:
-    detection's)."""
+    detection's); build_model: the model builder itself, where no task plug-in exists yet (segment/, classify/)."""
     if not isinstance(device, torch.device):  # a device's own str() is no --device string under OneFlow ('cpu:0')
         device = select_device("" if device is None else device, batch_size=batch_size)
-    kw = {} if task_plugin is None else {"build_model": task_plugin.build_model}
+    builder = build_model or (task_plugin.build_model if task_plugin is not None else None)
+    kw = {} if builder is None else {"build_model": builder}
     model = DetectMultiBackend(weights, device=device, dnn=dnn, data=data, fp16=half, **kw)
     return model, check_img_size(imgsz, s=model.stride)

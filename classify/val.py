@@ -1,0 +1,134 @@
+"""Validate a trained YOLOv5 classification model on an ImageFolder dataset (the flags and output of
+ultralytics/yolov5's classify/val.py).
+
+Usage:
+    python classify/val.py --weights yolov5s-cls.pt --data ../datasets/imagenet --img 224
+
+--data is the dataset folder; its test/ split is used when present, else val/.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))  # `python classify/val.py` from anywhere finds models/ and utils/
+
+from utils import signals  # noqa: E402
+
+if __name__ == "__main__":
+    signals.install("val")
+
+import numpy as np  # noqa: E402
+
+from utils.backend import inference_mode, select_device, to_numpy  # noqa: E402
+from utils.classify.dataset import ClassificationDataError, create_classification_dataloader  # noqa: E402
+from utils.classify.metrics import accuracy_table, topk_correct  # noqa: E402
+from utils.signals import exit_on_user_error  # noqa: E402
+from utils.evaluation.runner import model_device  # noqa: E402
+from utils.log import LOGGER, colorstr  # noqa: E402
+from utils.paths import increment_path  # noqa: E402
+from models.from_record import build_any_model  # noqa: E402
+from utils.inference import load_model  # noqa: E402
+from utils.inference.profile import Profile  # noqa: E402
+from utils.shutdown import leave_quickly  # noqa: E402
+
+
+def test_split(data):
+    """data/test if it exists, else data/val (as official)."""
+    data = Path(data)
+    if not data.is_dir():
+        raise ClassificationDataError(f"--data {data}: not a folder; pass an ImageFolder dataset root holding "
+                                      "train/ and val/ (or test/)")
+    return data / "test" if (data / "test").exists() else data / "val"
+
+
+@inference_mode()
+def run(data=ROOT / "../datasets/mnist", weights=ROOT / "yolov5s-cls.pt", batch_size=128, imgsz=224, device="",
+        workers=8, verbose=False, project=ROOT / "runs/val-cls", name="exp", exist_ok=False, half=False, dnn=False,
+        model=None, dataloader=None, criterion=None, pbar=None):
+    """Returns (top1, top5, loss) as official classify/val.run."""
+    training = model is not None
+    if training:
+        device = next(model.parameters()).device
+        half = False
+        model.float()
+    else:
+        device = select_device(device, batch_size=batch_size)
+        save_dir = increment_path(Path(project) / name, exist_ok=exist_ok, mkdir=True)
+        model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, imgsz=imgsz,
+                                  build_model=build_any_model)
+        half = model.fp16
+        if not (model.pt or model.jit):
+            batch_size = 1
+            LOGGER.info(f"Forcing --batch-size 1 square inference (1,3,{imgsz},{imgsz}) for non-PyTorch models")
+        dataloader = create_classification_dataloader(test_split(data), imgsz=imgsz, batch_size=batch_size,
+                                                      augment=False, workers=workers)
+    model.eval()
+    device = model_device(model)
+    logits, targets, loss = [], [], 0.0
+    dt = Profile(device), Profile(device), Profile(device)
+    action = "validating" if dataloader.dataset.root.stem == "val" else "testing"
+    try:
+        from tqdm import tqdm
+        bar = tqdm(dataloader, desc=action, total=len(dataloader), disable=training,
+                   bar_format="{l_bar}{bar:10}{r_bar}")
+    except ImportError:
+        bar = dataloader
+    for images, labels in bar:
+        signals.check()
+        with dt[0]:
+            images, labels = images.to(device), labels.to(device)
+            images = images.half() if half else images
+        with dt[1]:
+            y = model(images)
+        with dt[2]:
+            logits.append(to_numpy(y.float()))
+            targets.append(to_numpy(labels))
+            if criterion:
+                loss += float(criterion(y, labels))
+    loss /= max(len(dataloader), 1)
+    logits, targets = np.concatenate(logits), np.concatenate(targets)
+    acc = topk_correct(logits, targets, k=5)
+    top1, top5 = (float(v) for v in acc.mean(0))
+    if pbar:
+        pbar.desc = f"{pbar.desc[:-36]}{loss:>12.3g}{top1:>12.3g}{top5:>12.3g}"
+    if verbose:
+        names = getattr(model, "names", None) or {}
+        names = dict(enumerate(names)) if isinstance(names, (list, tuple)) else dict(names)
+        LOGGER.info(f"{'Class':>24}{'Images':>12}{'top1_acc':>12}{'top5_acc':>12}")
+        for c, n, t1, t5 in accuracy_table(acc, targets, names):
+            LOGGER.info(f"{c:>24}{n:>12}{t1:>12.3g}{t5:>12.3g}")
+        t = tuple(x.t / max(len(dataloader.dataset), 1) * 1e3 for x in dt)
+        LOGGER.info(f"Speed: %.1fms pre-process, %.1fms inference, %.1fms post-process per image at shape "
+                    f"{(1, 3, imgsz, imgsz)}" % t)
+        if not training:
+            LOGGER.info(f"Results saved to {colorstr('bold', save_dir)}")
+    return top1, top5, loss
+
+
+def parse_opt(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", type=str, default=ROOT / "../datasets/mnist", help="dataset path")
+    parser.add_argument("--weights", nargs="+", type=str, default=ROOT / "yolov5s-cls.pt", help="model.pt path(s)")
+    parser.add_argument("--batch-size", type=int, default=128, help="batch size")
+    parser.add_argument("--imgsz", "--img", "--img-size", type=int, default=224, help="inference size (pixels)")
+    parser.add_argument("--device", default="", help="cuda device, i.e. 0 or 0,1,2,3 or cpu")
+    parser.add_argument("--workers", type=int, default=8, help="max dataloader workers (per RANK in DDP mode)")
+    parser.add_argument("--verbose", nargs="?", const=True, default=True, help="verbose output")
+    parser.add_argument("--project", default=ROOT / "runs/val-cls", help="save to project/name")
+    parser.add_argument("--name", default="exp", help="save to project/name")
+    parser.add_argument("--exist-ok", action="store_true", help="existing project/name ok, do not increment")
+    parser.add_argument("--half", action="store_true", help="use FP16 half-precision inference")
+    parser.add_argument("--dnn", action="store_true", help="accepted for compatibility; ignored")
+    return parser.parse_args(argv)
+
+
+def main(opt):
+    return run(**vars(opt))
+
+
+if __name__ == "__main__":
+    with exit_on_user_error("val"):
+        main(parse_opt())
+    leave_quickly()

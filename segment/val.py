@@ -1,0 +1,221 @@
+"""Validate a trained YOLOv5 segmentation model on a polygon-label dataset (the flags and output of
+ultralytics/yolov5's segment/val.py).
+
+Usage:
+    python segment/val.py --weights yolov5s-seg.pt --data coco128-seg.yaml --img 640
+
+From Python:
+    from segment.val import run
+    (box_p, box_r, box_map50, box_map, mask_p, mask_r, mask_map50, mask_map, *losses), maps, times = run(...)
+
+Differences from the official script: NMS has no time limit here (the official 0.5 + 0.05 x batch seconds cuts
+batches of a weak model on a busy CPU, so its figures follow the machine load); --save-json is not written yet.
+"""
+import argparse
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))  # `python segment/val.py` from anywhere finds models/ and utils/
+
+from utils import signals  # noqa: E402
+
+if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on is only recorded (utils/signals.py)
+    signals.install("val")
+
+import models.tasks  # noqa: E402,F401  (registers Segment for the model YAMLs)
+from utils.backend import inference_mode, select_device, to_numpy, torch  # noqa: E402
+from utils.errors import UserError, exit_on_user_error  # noqa: E402
+from utils.evaluation.evaluator import IOU_THRESHOLDS  # noqa: E402
+from utils.evaluation.runner import model_device, model_names  # noqa: E402
+from utils.log import LOGGER, colorstr  # noqa: E402
+from utils.nms import non_max_suppression  # noqa: E402
+from utils.paths import increment_path  # noqa: E402
+from models.from_record import build_any_model  # noqa: E402
+from utils.inference import load_model  # noqa: E402
+from utils.inference.profile import Profile, ms_per_image  # noqa: E402
+from utils.inference.steps import preprocess  # noqa: E402
+from utils.plot_jobs import PlotJobs  # noqa: E402
+from utils.segment.dataset import create_seg_dataloader  # noqa: E402
+from utils.segment.evaluator import TABLE_HEADER, SegmentationEvaluator  # noqa: E402
+from utils.shutdown import leave_quickly  # noqa: E402
+
+TQDM_BAR_FORMAT = "{l_bar}{bar:10}{r_bar}"
+
+
+class ClassCountMismatch(UserError, AssertionError):
+    pass
+
+
+def _progress(dataloader):
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        LOGGER.info(TABLE_HEADER)
+        return dataloader
+    return tqdm(dataloader, desc=TABLE_HEADER, bar_format=TQDM_BAR_FORMAT)
+
+
+def mask_count(model):
+    """Mask coefficients per detection: the Segment head's nm for a .pt model, else the official default 32."""
+    inner = getattr(model, "model", model)
+    head = getattr(getattr(inner, "model", None), "__getitem__", None)
+    try:
+        return int(inner.model[-1].nm) if head is not None else 32
+    except (AttributeError, IndexError, TypeError):
+        return 32
+
+
+@inference_mode()
+def run_seg_validation(model, dataloader, evaluator, nm=32, compute_loss=None, half=False, augment=False,
+                       conf_thres=0.001, iou_thres=0.6, max_det=300, speed_shape=None, plot_jobs=None):
+    """The segmentation validation loop: (results, per-class maps, per-image ms) as segment/val.run returns them."""
+    jobs = plot_jobs if plot_jobs is not None else PlotJobs(processes=None if evaluator.plots else False)
+    draw, evaluator.draw = evaluator.draw, jobs.submit
+    try:
+        device = model_device(model)
+        profiles = Profile(device), Profile(device), Profile(device)
+        loss = torch.zeros(4, device=device)
+        for batch_i, (im, targets, paths, shapes, masks) in enumerate(_progress(dataloader)):
+            signals.check()
+            with profiles[0]:
+                im = preprocess(im, device, half)
+                targets = targets.to(device)
+                nb, _, height, width = im.shape
+            with profiles[1]:
+                out = model(im, augment=augment) if augment else model(im)
+                preds, protos = out[0], out[1]
+            if compute_loss:
+                loss += compute_loss((out[2], protos), targets, masks.to(device).float())[1]
+            with profiles[2]:
+                preds = non_max_suppression(preds, conf_thres, iou_thres, multi_label=True,
+                                            agnostic=evaluator.single_cls, max_det=max_det, nm=nm,
+                                            time_limit=math.inf)
+            evaluator.update(preds, protos, targets, masks, shapes, (height, width), paths)
+            evaluator.plot_batch(batch_i, im, targets, [p[:, :6] for p in preds], paths, max_det=max_det)
+        metrics = evaluator.compute()
+        t = ms_per_image(profiles, evaluator.seen)
+        if speed_shape is not None:
+            LOGGER.info(f"Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape {speed_shape}"
+                        % t)
+        n_batches = max(len(dataloader), 1)
+        return metrics.results((to_numpy(loss) / n_batches).tolist()), metrics.maps(), t
+    finally:
+        jobs.wait() if plot_jobs is not None else jobs.close()
+        evaluator.draw = draw
+
+
+@inference_mode()
+def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou_thres=0.6, max_det=300, task="val",
+        device="", workers=8, single_cls=False, augment=False, verbose=False, save_txt=False, save_hybrid=False,
+        save_conf=False, save_json=False, project=ROOT / "runs/val-seg", name="exp", exist_ok=False, half=True,
+        dnn=False, model=None, dataloader=None, save_dir=Path(""), plots=True, overlap=False,
+        mask_downsample_ratio=1, compute_loss=None, callbacks=None):
+    """Validate; returns ((box P, R, mAP50, mAP50-95, mask P, R, mAP50, mAP50-95, *losses), per-class maps,
+    per-image ms (pre, inference, NMS))."""
+    from utils.dataset_config import check_dataset
+    if save_json:
+        LOGGER.warning("WARNING ⚠️ segment/val.py --save-json (COCO RLE masks) is not implemented yet; no JSON is "
+                       "written")
+    if save_hybrid:
+        LOGGER.warning("WARNING ⚠️ --save-hybrid is not supported for segmentation here; ignored")
+    training = model is not None
+    if training:
+        device = next(model.parameters()).device
+        half = False
+        nm = model.model[-1].nm
+        model.float()
+        if isinstance(data, (str, Path)):
+            data = check_dataset(data)
+    else:
+        device = select_device(device, batch_size=batch_size)
+        save_dir = increment_path(Path(project) / name, exist_ok=exist_ok, mkdir=True)
+        (save_dir / "labels" if save_txt else save_dir).mkdir(parents=True, exist_ok=True)
+        model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, data=data, imgsz=imgsz,
+                                  build_model=build_any_model)
+        pt, half = model.pt, model.fp16
+        nm = mask_count(model)
+        if not (pt or model.jit):
+            batch_size = 1
+            LOGGER.info(f"Forcing --batch-size 1 square inference (1,3,{imgsz},{imgsz}) for non-PyTorch models")
+        data = check_dataset(data)
+    model.eval()
+    nc = 1 if single_cls else int(data["nc"])
+    if not training:
+        if pt and not single_cls:
+            ncm = int(getattr(model.model, "nc", None) or model.model.yaml["nc"])
+            if ncm != nc:
+                raise ClassCountMismatch(f"{weights} ({ncm} classes) trained on different --data than what you "
+                                         f"passed ({nc} classes). Pass correct combination of --weights and --data.")
+        model.warmup(imgsz=(1 if pt else batch_size, 3, imgsz, imgsz))
+        pad, rect = (0.0, False) if task == "speed" else (0.5, pt)
+        task = task if task in ("train", "val", "test") else "val"
+        dataloader = create_seg_dataloader(data[task], imgsz, batch_size, model.stride, single_cls, pad=pad,
+                                           rect=rect, workers=workers, prefix=colorstr(f"{task}: "), nc=nc,
+                                           overlap_mask=overlap, mask_downsample_ratio=mask_downsample_ratio)[0]
+    names = dict(model_names(model) or data.get("names", {}))
+    if single_cls:
+        names = {0: names.get(0, "item")}
+    evaluator = SegmentationEvaluator(nc, names, overlap=overlap, iouv=IOU_THRESHOLDS, single_cls=single_cls,
+                                      plots=plots, save_dir=save_dir, verbose=verbose or (nc < 50 and not training),
+                                      task=task, save_txt=save_txt, save_conf=save_conf)
+    results = run_seg_validation(model, dataloader, evaluator, nm=nm, compute_loss=compute_loss, half=half,
+                                 augment=augment, conf_thres=conf_thres, iou_thres=iou_thres, max_det=max_det,
+                                 speed_shape=None if training else (batch_size, 3, imgsz, imgsz))
+    model.float()
+    if not training:
+        s = f"\n{len(list(save_dir.glob('labels/*.txt')))} labels saved to {save_dir / 'labels'}" if save_txt else ""
+        LOGGER.info(f"Results saved to {colorstr('bold', save_dir)}{s}")
+    return results
+
+
+def parse_opt(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", type=str, default=ROOT / "data/coco128-seg.yaml", help="dataset.yaml path")
+    parser.add_argument("--weights", nargs="+", type=str, default=ROOT / "yolov5s-seg.pt", help="model path(s)")
+    parser.add_argument("--batch-size", type=int, default=32, help="batch size")
+    parser.add_argument("--imgsz", "--img", "--img-size", type=int, default=640, help="inference size (pixels)")
+    parser.add_argument("--conf-thres", type=float, default=0.001, help="confidence threshold")
+    parser.add_argument("--iou-thres", type=float, default=0.6, help="NMS IoU threshold")
+    parser.add_argument("--max-det", type=int, default=300, help="maximum detections per image")
+    parser.add_argument("--task", default="val", help="train, val, test, speed or study")
+    parser.add_argument("--device", default="", help="cuda device, i.e. 0 or 0,1,2,3 or cpu")
+    parser.add_argument("--workers", type=int, default=8, help="max dataloader workers (per RANK in DDP mode)")
+    parser.add_argument("--single-cls", action="store_true", help="treat as single-class dataset")
+    parser.add_argument("--augment", action="store_true", help="augmented inference")
+    parser.add_argument("--verbose", action="store_true", help="report mAP by class")
+    parser.add_argument("--save-txt", action="store_true", help="save results to *.txt")
+    parser.add_argument("--save-hybrid", action="store_true", help="save label+prediction hybrid results to *.txt")
+    parser.add_argument("--save-conf", action="store_true", help="save confidences in --save-txt labels")
+    parser.add_argument("--save-json", action="store_true", help="save a COCO-JSON results file")
+    parser.add_argument("--project", default=ROOT / "runs/val-seg", help="save results to project/name")
+    parser.add_argument("--name", default="exp", help="save to project/name")
+    parser.add_argument("--exist-ok", action="store_true", help="existing project/name ok, do not increment")
+    parser.add_argument("--half", action="store_true", help="use FP16 half-precision inference")
+    parser.add_argument("--dnn", action="store_true", help="accepted for compatibility; ignored")
+    opt = parser.parse_args(argv)
+    opt.save_txt |= opt.save_hybrid
+    return opt
+
+
+def main(opt):
+    if opt.task in ("train", "val", "test"):
+        if opt.conf_thres > 0.001:
+            LOGGER.warning(f"WARNING ⚠️ confidence threshold {opt.conf_thres} > 0.001 produces invalid results")
+        return run(**vars(opt))
+    weights = opt.weights if isinstance(opt.weights, list) else [opt.weights]
+    opt.half = "cuda" in str(select_device(opt.device))
+    if opt.task == "speed":
+        opt.conf_thres, opt.iou_thres, opt.save_json = 0.25, 0.45, False
+        for opt.weights in weights:
+            run(**vars(opt), plots=False)
+    else:
+        raise ValueError(f"--task {opt.task} is not one of train, val, test, speed")
+
+
+if __name__ == "__main__":
+    with exit_on_user_error("val"):
+        main(parse_opt())
+    leave_quickly()

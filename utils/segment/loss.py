@@ -1,0 +1,96 @@
+"""The segmentation loss: detection's box, objectness and class losses (utils/loss.ComputeLoss) plus the mask loss
+over the prototypes, equal to the official one (ultralytics/yolov5 utils/segment/loss.py).
+
+Mask loss, as official: for each matched prediction, the mask logits coefs @ protos of its image are compared
+with the target's mask by per-pixel BCE, zeroed outside the target box (in prototype pixels), averaged over the
+prototype map and divided by the box's normalized area; per level the official code averages these over the
+matches of each image and sums the images; the sum over levels is scaled by the box gain / batch size.
+
+Fixed shapes, no host syncs, no per-image loop: like the detection loss every candidate (level, neighbour offset,
+anchor, target) is computed with a validity mask. The per-image mean is a weighted sum, each match weighted by one
+over its image's match count at that level (counted with a one-hot product, on the device). The mask logits of
+all candidates are one batched product per target, (candidates per target, nm) @ (nm, h*w) with the target's own
+image's protos; memory is candidates x targets x h x w floats (45 candidates per target with 3 levels and 3
+anchors).
+"""
+from utils.backend import F, torch
+from utils.loss import ComputeLoss
+
+
+class SegmentationLoss(ComputeLoss):
+    """ComputeLoss(model, overlap=...)((maps, protos), targets, masks) -> (loss * batch size, (box, seg, obj, cls)).
+
+    masks: the loader's masks, (bs, h, w) overlap images (pixel value i + 1 = the image's i-th target) or
+    (n_targets, h, w) per-target masks; resized (nearest) to the prototype size when they differ."""
+
+    def __init__(self, model, autobalance=False, overlap=False, fused_iou=None, hyp=None):
+        super().__init__(model, autobalance=autobalance, fused_iou=fused_iou, hyp=hyp)
+        m = model.module if hasattr(model, "module") else model
+        self.nm = m.model[-1].nm
+        self.overlap = overlap
+
+    def __call__(self, preds, targets, masks):
+        p, proto = preds
+        p = [pi.float() for pi in p]
+        proto = proto.float()
+        loss, (lbox, lobj, lcls) = super().__call__(p, targets)
+        bs = proto.shape[0]
+        if targets.shape[0]:
+            lseg = self._mask_loss(p, proto, targets, masks)
+        else:
+            lseg = torch.zeros(1, device=self.device)
+        lseg = lseg * (self.hyp.box / bs)
+        return loss + lseg * bs, torch.cat((lbox.view(1), lseg, lobj.view(1), lcls.view(1))).detach()
+
+    def _target_masks(self, targets, masks, mh, mw, bs):
+        """(nt, mh*mw) float 0/1 mask of each target row."""
+        masks = masks.float()
+        if tuple(masks.shape[-2:]) != (mh, mw):
+            masks = F.interpolate(masks[None], (mh, mw), mode="nearest")[0]
+        nt = targets.shape[0]
+        b = targets[:, 0].long()
+        if self.overlap:
+            # each target's 1-based position among its image's targets (the loader keeps them grouped in order)
+            onehot = (b.view(-1, 1) == torch.arange(bs, device=b.device).view(1, -1)).float()  # (nt, bs)
+            index = (onehot.cumsum(0) * onehot).sum(1)  # (nt,)
+            per_image = masks.index_select(0, b.clamp(0, bs - 1))  # (nt, mh, mw)
+            gt = (per_image == index.view(-1, 1, 1)).float()
+        else:
+            rows = torch.arange(nt, device=b.device).clamp(max=max(masks.shape[0] - 1, 0))
+            gt = masks.index_select(0, rows)
+        return gt.view(nt, -1)
+
+    def _mask_loss(self, p, proto, targets, masks):
+        nl, na, nc, nm = self.nl, self.na, self.nc, self.nm
+        bs, _, mh, mw = proto.shape
+        nt = targets.shape[0]
+        cand = self._candidates(p, targets)
+        valid = cand["valid"]  # (nl, 5, na, nt)
+        # the mask coefficients at every candidate's cell: (nl, 5, na, nt, nm) -> (nt, K, nm), K = nl * 5 * na
+        coefs = torch.stack([pi.reshape(-1, pi.shape[-1]).index_select(0, idx.reshape(-1))[:, 5 + nc:5 + nc + nm]
+                             for pi, idx in zip(p, cand["gather"])])
+        coefs = coefs.view(nl * 5 * na, nt, nm).transpose(0, 1)
+        b = targets[:, 0].long().clamp(0, bs - 1)  # padding rows (image -1) are invalid candidates anyway
+        protos = proto.view(bs, nm, mh * mw).index_select(0, b)  # (nt, nm, h*w): each target's image
+        logits = torch.bmm(coefs, protos)  # (nt, K, h*w)
+        gt = self._target_masks(targets, masks, mh, mw, bs)  # (nt, h*w)
+        bce = F.binary_cross_entropy_with_logits(logits, gt.unsqueeze(1).expand_as(logits), reduction="none")
+        # the target box in prototype pixels (x1 <= x < x2, y1 <= y < y2), and its normalized area
+        xywh = targets[:, 2:6].float()
+        x1y1, x2y2 = xywh[:, :2] - xywh[:, 2:] / 2, xywh[:, :2] + xywh[:, 2:] / 2
+        x1, x2 = x1y1[:, 0] * mw, x2y2[:, 0] * mw  # host scalars: no tensor made from host data in the step
+        y1, y2 = x1y1[:, 1] * mh, x2y2[:, 1] * mh
+        cols = torch.arange(mw, dtype=xywh.dtype, device=xywh.device).view(1, 1, mw)
+        rows = torch.arange(mh, dtype=xywh.dtype, device=xywh.device).view(1, mh, 1)
+        inside = ((cols >= x1.view(-1, 1, 1)) & (cols < x2.view(-1, 1, 1)) &
+                  (rows >= y1.view(-1, 1, 1)) & (rows < y2.view(-1, 1, 1))).float()
+        area = xywh[:, 2] * xywh[:, 3]
+        area = torch.where(area > 0, area, torch.ones_like(area))  # degenerate boxes are invalid candidates
+        per_match = (bce * inside.view(nt, 1, -1)).mean(2) / area.view(-1, 1)  # (nt, K)
+        per_match = per_match.transpose(0, 1).reshape(nl, 5 * na, nt)
+        # official: per level, the mean over each image's matches, summed over the images
+        v = valid.reshape(nl, 5 * na, nt).float()
+        onehot = (targets[:, 0].long().view(-1, 1) == torch.arange(bs, device=b.device).view(1, -1)).float()
+        per_image = v.sum(1) @ onehot  # (nl, bs) matches of each image at each level
+        weight = 1.0 / per_image.clamp(min=1.0) @ onehot.t()  # (nl, nt): one over the target's image's count
+        return (per_match * v * weight.view(nl, 1, nt)).sum().view(1)
