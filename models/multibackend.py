@@ -10,11 +10,14 @@ Formats (file names as export.py writes them):
     *.torchscript         needs the PyTorch environment (torch.jit)
     *.onnx                onnxruntime, or OpenCV's DNN module with dnn=True
     *_openvino_model/     the OpenVINO runtime
+    *_saved_model/, *.pb, *.tflite, *_paddle_model/, *_ncnn_model/
+                          TensorFlow, LiteRT, Paddle Inference, ncnn (utils/export/run_*.py), where installed: the
+                          converters' environment (make setup-tf, .venv-tf) has them all
 The runtimes that take numpy arrays (onnxruntime, OpenCV DNN, OpenVINO) work under either backend: tensors go out
 and come back through utils.backend's numpy bridge. Only the PyTorch environment installs onnxruntime and
 openvino (requirements.txt); under OneFlow an .onnx model runs with dnn=True (--dnn, OpenCV; its metadata is read
 by utils/export/onnx_meta.py, which needs no onnx package), or after `pip install onnxruntime`. The other
-official formats (TensorRT, CoreML, TensorFlow, Paddle, Triton) get one line saying they are not supported here.
+formats (TensorRT, Edge TPU, CoreML, TF.js, Triton) get one line saying what runs them.
 """
 import ast
 import json
@@ -25,7 +28,7 @@ import yaml
 
 from utils.backend import cuda_available, from_numpy, is_cuda, nn, require_pytorch, select_device, to_numpy, torch
 from utils.errors import UserError
-from utils.export.formats import FLAGS, FORMATS, RUN_HERE, RUNTIMES, model_type
+from utils.export.formats import FLAGS, FORMATS, RUN_HERE, RUNNERS, RUNTIMES, model_type
 
 
 class ModelLoadError(UserError):
@@ -89,7 +92,8 @@ class DetectMultiBackend(nn.Module):
             raise ModelLoadError(f"--weights {w}: not found; export it first (python export.py --weights <model>.pt "
                                  "--include onnx torchscript) or check the path")
         kind = next(k for k in (*FLAGS, "ncnn", "triton") if flags[k])
-        if kind not in RUN_HERE:
+        self.runner = None  # the runtime of a TensorFlow, Paddle or NCNN export (utils/export/run_*.py)
+        if kind not in RUN_HERE and kind not in RUNNERS:
             raise ModelLoadError(_no_runtime_here(w, kind))
 
         if self.pt:
@@ -108,6 +112,8 @@ class DetectMultiBackend(nn.Module):
             stride, names = self._load_onnxruntime(w, cuda)
         elif self.xml:
             stride, names = self._load_openvino(w)
+        elif kind in RUNNERS:
+            stride, names = self._load_runner(w, kind)
         if names is None:
             names = self._names_from_data(data)
         self.stride = int(stride)
@@ -194,6 +200,19 @@ class DetectMultiBackend(nn.Module):
             return int(d["stride"]), d["names"]
         return 32, None
 
+    def _load_runner(self, w, kind):
+        import importlib
+        module, cls = RUNNERS[kind]
+        try:
+            self.runner = getattr(importlib.import_module(module), cls)(w)
+        except ImportError:
+            raise ModelLoadError(_no_runtime_here(w, kind)) from None
+        except (FileNotFoundError, OSError, ValueError) as e:  # a folder or file the runtime cannot read
+            raise ModelLoadError(f"--weights {w}: {str(e).strip().splitlines()[0]}") from None
+        self.input_shape = self.runner.input_shape
+        self.input_dtype = np.float32
+        return self.runner.stride, self.runner.names
+
     @staticmethod
     def _names_from_data(data):
         if data and Path(data).is_file():
@@ -240,6 +259,8 @@ class DetectMultiBackend(nn.Module):
                 raise ModelLoadError(_opencv_refusal(self.w, e)) from None
         if self.onnx:
             return self.session.run(self.output_names, {self.input_name: x})
+        if self.runner is not None:
+            return self.runner(x)
         return list(self.ov_compiled_model(x).values())
 
     def _check_shape(self, im):
