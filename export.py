@@ -81,16 +81,19 @@ def run(data=ROOT / "data/coco128.yaml", weights=ROOT / "yolov5s.pt", imgsz=(640
         workspace=4, nms=False, agnostic_nms=False, topk_per_class=100, topk_all=100, iou_thres=0.45,
         conf_thres=0.25):
     """Export one checkpoint; returns the list of files/folders written (str), as ultralytics' run() does. A format
-    that failed, or is not available here, is left out of the list (see export_checkpoint). Flags of formats not
-    written here (keras, per_tensor, cache, mlmodel, verbose, workspace, nms, agnostic_nms, topk_*, iou_thres,
-    conf_thres; data for int8 calibration) are accepted as ultralytics accepts them."""
+    that failed, or is not available here, is left out of the list (see export_checkpoint). data: the images TFLite
+    --int8 calibrates on; nms/agnostic_nms with conf_thres, iou_thres, topk_per_class: NMS inside the ONNX and
+    OpenVINO graphs (utils/export/nms_graph.py). Flags of formats not written here (keras, per_tensor, cache,
+    verbose, workspace, topk_all) are accepted as ultralytics accepts them."""
     return export_checkpoint(weights, imgsz, batch_size, device, include, half, inplace, optimize, int8, dynamic,
-                             simplify, opset, data=data, mlmodel=mlmodel)[0]
+                             simplify, opset, data=data, mlmodel=mlmodel,
+                             nms=dict(conf_thres=conf_thres, iou_thres=iou_thres, topk_per_class=topk_per_class,
+                                      agnostic=agnostic_nms) if nms or agnostic_nms else None)[0]
 
 
 def export_checkpoint(weights, imgsz=(640, 640), batch_size=1, device="cpu", include=("torchscript", "onnx"),
                       half=False, inplace=False, optimize=False, int8=False, dynamic=False, simplify=False, opset=12,
-                      data=ROOT / "data/coco128.yaml", mlmodel=False):
+                      data=ROOT / "data/coco128.yaml", mlmodel=False, nms=None):
     """Returns (written, failed, unavailable): paths written, formats whose writer failed (each reported in one
     line), and requested formats that this project does not write."""
     from utils.backend import require_pytorch
@@ -124,13 +127,14 @@ def export_checkpoint(weights, imgsz=(640, 640), batch_size=1, device="cpu", inc
     if "onnx" in include or "openvino" in include:  # OpenVINO is converted from the ONNX file
         from utils.export.to_onnx import export_onnx
         onnx_file = _attempt(colorstr("ONNX:"), file.with_suffix(".onnx"),
-                             lambda: export_onnx(prepared, file, opset, dynamic, simplify))
+                             lambda: export_onnx(prepared, file, opset, dynamic, simplify, nms=nms))
         if "onnx" in include:
             written.append(onnx_file) if onnx_file else failed.append("onnx")
     if "openvino" in include:
         from utils.export.to_openvino import export_openvino
         target = file.with_name(f"{file.stem}_openvino_model")
-        f = _attempt(colorstr("OpenVINO:"), target, lambda: export_openvino(file, prepared.metadata, half, int8)) \
+        meta = {**prepared.metadata, "nms": True} if nms else prepared.metadata
+        f = _attempt(colorstr("OpenVINO:"), target, lambda: export_openvino(file, meta, half, int8)) \
             if onnx_file else None
         written.append(f) if f else failed.append("openvino")
     _export_with_converters(prepared, file, include, written, failed, int8=int8, data=data, mlmodel=mlmodel,
@@ -219,12 +223,12 @@ def parse_opt(argv=None):
     parser.add_argument("--opset", type=int, default=17, help="ONNX: opset version")
     parser.add_argument("--verbose", action="store_true", help="TensorRT: verbose log")
     parser.add_argument("--workspace", type=int, default=4, help="TensorRT: workspace size (GB)")
-    parser.add_argument("--nms", action="store_true", help="TF: add NMS to model")
-    parser.add_argument("--agnostic-nms", action="store_true", help="TF: add agnostic NMS to model")
-    parser.add_argument("--topk-per-class", type=int, default=100, help="TF.js NMS: topk per class to keep")
+    parser.add_argument("--nms", action="store_true", help="ONNX/OpenVINO: add NMS to model (see nms_graph.py)")
+    parser.add_argument("--agnostic-nms", action="store_true", help="ONNX/OpenVINO: add agnostic NMS to model")
+    parser.add_argument("--topk-per-class", type=int, default=100, help="NMS: topk per class to keep")
     parser.add_argument("--topk-all", type=int, default=100, help="TF.js NMS: topk for all classes to keep")
-    parser.add_argument("--iou-thres", type=float, default=0.45, help="TF.js NMS: IoU threshold")
-    parser.add_argument("--conf-thres", type=float, default=0.25, help="TF.js NMS: confidence threshold")
+    parser.add_argument("--iou-thres", type=float, default=0.45, help="NMS: IoU threshold")
+    parser.add_argument("--conf-thres", type=float, default=0.25, help="NMS: confidence threshold")
     parser.add_argument("--include", nargs="+", default=["torchscript"],
                         help="torchscript, onnx, openvino, coreml, saved_model, pb, tflite, tfjs, paddle, ncnn "
                              "(engine, edgetpu are not available here)")
@@ -237,6 +241,9 @@ def main(opt):
     weights = opt.weights if isinstance(opt.weights, list) else [opt.weights]
     args = {k: getattr(opt, k) for k in ("imgsz", "batch_size", "device", "include", "half", "inplace", "optimize",
                                          "int8", "dynamic", "simplify", "opset", "data", "mlmodel")}
+    if opt.nms or opt.agnostic_nms:
+        args["nms"] = dict(conf_thres=opt.conf_thres, iou_thres=opt.iou_thres, topk_per_class=opt.topk_per_class,
+                           agnostic=opt.agnostic_nms)
     failed, unavailable = [], []
     for w in weights:
         _, f, u = export_checkpoint(w, **args)

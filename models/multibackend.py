@@ -71,6 +71,15 @@ def _opencv_refusal(w, e):
             "run it with onnxruntime (pip install onnxruntime; drop --dnn)")
 
 
+def _refuse_nms_graph(w, meta):
+    """A model exported with --nms gives final detections (utils/export/nms_graph.py), not the predictions val.py and
+    detect.py post-process: say so in one line."""
+    if str(meta.get("nms", "")).lower() == "true":
+        raise ModelLoadError(f"--weights {w}: exported with --nms, so it outputs final detections (N, 7) [image, x1, "
+                             "y1, x2, y2, score, class] for deployment; val.py and detect.py run the export without "
+                             "--nms")
+
+
 class DetectMultiBackend(nn.Module):
     def __init__(self, weights="yolov5s.pt", device=None, dnn=False, data=None, fp16=False, fuse=True):
         super().__init__()
@@ -147,6 +156,7 @@ class DetectMultiBackend(nn.Module):
         self.input_shape = tuple(inp.shape) if all(isinstance(d, int) for d in inp.shape) else None
         self.input_dtype = np.float16 if inp.type == "tensor(float16)" else np.float32
         meta = self.session.get_modelmeta().custom_metadata_map
+        _refuse_nms_graph(w, meta)
         if "stride" in meta:
             return int(meta["stride"]), _literal_names(meta["names"])
         return 32, None
@@ -167,6 +177,7 @@ class DetectMultiBackend(nn.Module):
             log.setLogLevel(level)
         self.input_dtype = np.float32
         meta, shape = read_onnx_info(w)
+        _refuse_nms_graph(w, meta)
         self.input_shape = shape if shape and all(isinstance(d, int) and d > 0 for d in shape) else None
         if "stride" in meta:
             return int(meta["stride"]), _literal_names(meta["names"])
@@ -197,6 +208,7 @@ class DetectMultiBackend(nn.Module):
         if meta.exists():
             with open(meta) as f:
                 d = yaml.safe_load(f)
+            _refuse_nms_graph(w, d)
             return int(d["stride"]), d["names"]
         return 32, None
 
