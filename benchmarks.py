@@ -75,17 +75,25 @@ def run(weights=ROOT / "yolov5s.pt", imgsz=640, batch_size=1, data=ROOT / "data/
         raise UserError(f"--weights {weights}: file not found; pass the path of a .pt checkpoint")
     rows = [(f[0], f[1], f[2]) for f in (*FORMATS, NCNN_FORMAT)]  # (name, --include argument, suffix)
     wanted = [] if pt_only else [a for _, a, _ in rows[1:] if a not in ("engine", "edgetpu") or device.type == "cuda"]
-    # one export.run for all formats: TensorFlow's SavedModel, GraphDef and TFLite come from one conversion
-    written = export.run(weights=weights, imgsz=[imgsz], include=wanted, half=half, device=device.type if
-                         device.type == "cpu" else device.index, data=data) if wanted else []
-    table, failures = [], []
-    for name, argument, suffix in rows:
+    # Two export.run calls: Paddle alone first, validated before anything loads TensorFlow (Paddle cannot load into a
+    # process that has it); then every other format in one call (SavedModel, GraphDef and TFLite share a conversion).
+    first = [r for r in rows if r[1] in ("-", "paddle")]
+    rest = [r for r in rows if r not in first]
+    written, exported = [], set()
+    table, failures = {}, []
+    for name, argument, suffix in first + rest:
         if pt_only and argument != "-":
-            break
+            continue
+        group = [a for _, a, _ in (first if (name, argument, suffix) in first else rest)
+                 if a in wanted and a not in exported]
+        if group:
+            written += export.run(weights=weights, imgsz=[imgsz], include=group, half=half, data=data,
+                                  device=device.type if device.type == "cpu" else device.index)
+            exported.update(group)
         w = weights if argument == "-" else _pick(written, suffix)
         why = None if argument == "-" or w else "export failed (its line above says why)"
         if test:
-            table.append([name, "✅" if w else "❌"])
+            table[name] = [name, "✅" if w else "❌"]
             if why and argument in wanted:
                 failures.append(f"{name}: {why}")
             continue
@@ -95,16 +103,16 @@ def run(weights=ROOT / "yolov5s.pt", imgsz=640, batch_size=1, data=ROOT / "data/
                 results, _, speed = val.run(data, w, batch_size, imgsz, plots=False, device=device, task="speed",
                                             half=half, project=ROOT / "runs" / "benchmarks", name="val",
                                             exist_ok=True)
-                table.append([name, round(_size_mb(w), 1), round(float(results[3]), 4), round(float(speed[1]), 2)])
+                table[name] = [name, round(_size_mb(w), 1), round(float(results[3]), 4), round(float(speed[1]), 2)]
                 continue
             except Exception as e:  # one line per format, as ultralytics; the table goes on
                 why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         LOGGER.warning(f"WARNING ⚠️ Benchmark failure for {name}: {why}")
         if argument in wanted or argument == "-":
             failures.append(f"{name}: {why}")
-        table.append([name, round(_size_mb(w), 1) if w else None, None, None])
+        table[name] = [name, round(_size_mb(w), 1) if w else None, None, None]
 
-    table = pd.DataFrame(table, columns=["Format", "Export"] if test else COLUMNS)
+    table = pd.DataFrame([table[r[0]] for r in rows if r[0] in table], columns=["Format", "Export"] if test else COLUMNS)
     LOGGER.info(f"\nBenchmarks complete ({time.time() - t:.2f}s)\n{table.to_string(index=False)}")
     out = ROOT / "runs" / "benchmarks" / f"{weights.stem}{'_export' if test else ''}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,10 @@ from utils.export.folder_meta import read_folder_meta, stride_and_names
 
 class PaddleRunner:
     def __init__(self, w):
+        import sys
+        if "tensorflow" in sys.modules:  # importing paddle then segfaults (TensorFlow 2.21, Paddle 3.3)
+            raise OSError("Paddle Inference crashes in a process that has loaded TensorFlow: run the Paddle model in a "
+                          "process of its own, or before any TensorFlow model")
         import paddle.inference as pdi
         p = Path(w)
         folder = p if p.is_dir() else p.parent

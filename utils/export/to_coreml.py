@@ -8,11 +8,10 @@ from utils.export.prepare import ExportError
 
 
 def export_coreml(prepared, file, mlmodel=False, int8=False, half=False):
-    try:
-        import coremltools as ct
-    except ImportError as e:
-        raise ExportError(f"CoreML export needs coremltools ({e}): build the converters' environment with "
-                          "`make setup-tf` and export with .venv-tf/bin/python export.py") from None
+    import importlib.util
+    if importlib.util.find_spec("coremltools") is None:
+        raise ExportError("CoreML export needs coremltools: build the converters' environment with `make setup-tf` "
+                          "and export with .venv-tf/bin/python export.py")
     from utils.backend import require_pytorch
     torch = require_pytorch("CoreML export")
     f = file.with_suffix(".mlmodel" if mlmodel else ".mlpackage")
@@ -21,11 +20,14 @@ def export_coreml(prepared, file, mlmodel=False, int8=False, half=False):
         model, im = model.float(), im.float()
     with warnings.catch_warnings():  # coremltools warns that it has not been tested with this torch release
         warnings.simplefilter("ignore")
+        # The graph first, coremltools after: coremltools imports TensorFlow, and a process that loaded TensorFlow's
+        # LLVM before Triton's (which torch.export loads) aborts ("registered more than once").
         if mlmodel:  # the neural-network backend takes only TorchScript
             graph = torch.jit.trace(model, im, strict=False)
         else:  # an ExportedProgram has static shapes; coremltools 9 cannot convert the traced graph's shape
             # arithmetic under numpy 2 (int() of a 1-element array)
             graph = torch.export.export(model, (im,)).run_decompositions({})
+        import coremltools as ct
         ct_model = ct.convert(graph, inputs=[ct.ImageType("image", shape=tuple(im.shape), scale=1 / 255, bias=[0, 0, 0])],
                               convert_to="neuralnetwork" if mlmodel else "mlprogram",
                               compute_precision=ct.precision.FLOAT16 if half and not mlmodel else
