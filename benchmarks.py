@@ -112,7 +112,8 @@ def run(weights=ROOT / "yolov5s.pt", imgsz=640, batch_size=1, data=ROOT / "data/
             failures.append(f"{name}: {why}")
         table[name] = [name, round(_size_mb(w), 1) if w else None, None, None]
 
-    table = pd.DataFrame([table[r[0]] for r in rows if r[0] in table], columns=["Format", "Export"] if test else COLUMNS)
+    table = pd.DataFrame([table[r[0]] for r in rows if r[0] in table],
+                         columns=["Format", "Export"] if test else COLUMNS)
     LOGGER.info(f"\nBenchmarks complete ({time.time() - t:.2f}s)\n{table.to_string(index=False)}")
     out = ROOT / "runs" / "benchmarks" / f"{weights.stem}{'_export' if test else ''}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -54,7 +54,8 @@ else:
     from sahi.predict import get_prediction
     model = AutoDetectionModel.from_pretrained(model_type="yolov5", model_path=weights, confidence_threshold=0.25,
                                                device="cpu", image_size=320)
-    rows = [[*p.bbox.to_xyxy(), p.score.value, p.category.id] for p in get_prediction(image, model).object_prediction_list]
+    found = get_prediction(image, model).object_prediction_list
+    rows = [[*p.bbox.to_xyxy(), p.score.value, p.category.id] for p in found]
 print("ROWS" + json.dumps(rows))
 '''
 

@@ -1,6 +1,6 @@
 """CoreML (<stem>.mlpackage, an ML program; <stem>.mlmodel, a neural network, with --mlmodel), converted by
-coremltools from torch.export's graph (ultralytics converts the traced TorchScript one): input 'image' (an RGB image scaled by 1/255),
-output the predictions. coremltools converts on Linux; running the model needs macOS, so DetectMultiBackend names
+coremltools from torch.export's graph (ultralytics converts the traced TorchScript one): input 'image' (an RGB
+image scaled by 1/255), output the predictions. coremltools converts on Linux; running the model needs macOS, so DetectMultiBackend names
 that in one line. --half/--int8 quantise the weights (fp16 / 8-bit linear)."""
 import warnings
 
@@ -28,7 +28,8 @@ def export_coreml(prepared, file, mlmodel=False, int8=False, half=False):
             # arithmetic under numpy 2 (int() of a 1-element array)
             graph = torch.export.export(model, (im,)).run_decompositions({})
         import coremltools as ct
-        ct_model = ct.convert(graph, inputs=[ct.ImageType("image", shape=tuple(im.shape), scale=1 / 255, bias=[0, 0, 0])],
+        image = ct.ImageType("image", shape=tuple(im.shape), scale=1 / 255, bias=[0, 0, 0])
+        ct_model = ct.convert(graph, inputs=[image],
                               convert_to="neuralnetwork" if mlmodel else "mlprogram",
                               compute_precision=ct.precision.FLOAT16 if half and not mlmodel else
                               ct.precision.FLOAT32 if not mlmodel else None)

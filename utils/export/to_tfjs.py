@@ -54,7 +54,8 @@ def export_tfjs(saved_model, file, metadata):
         "format": "graph-model",
         "generatedBy": tf.__version__,
         "convertedBy": "YOLOv5 export.py",
-        "userDefinedMetadata": {"stride": metadata["stride"], "names": {str(k): v for k, v in metadata["names"].items()}},
+        "userDefinedMetadata": {"stride": metadata["stride"],
+                                "names": {str(k): v for k, v in metadata["names"].items()}},
         "modelTopology": MessageToDict(gd),
         "weightsManifest": [{"paths": [SHARD], "weights": weights}],
     }
