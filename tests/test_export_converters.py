@@ -3,7 +3,7 @@ TFLite (fp32, fp16, int8), TF.js, PaddlePaddle, NCNN; their runners in DetectMul
 
 The framework-free parts (TFLite metadata, names, calibration images, benchmarks.py's --hard-fail) run under both
 backends. The conversions run in .venv-tf as subprocesses, once, from the PyTorch suite; they skip while that
-environment is missing (it is built on request: about 4 GB)."""
+environment is missing (it is built on request: about 6 GB)."""
 import importlib.util
 import json
 import os
