@@ -26,7 +26,8 @@ setup-torch:
 	bash scripts/setup.sh torch
 
 # The export converters' environment (.venv-tf: TensorFlow, onnx2tf, paddle, pnnx/ncnn, coremltools;
-# requirements-tf.txt), on request only: about 6 GB. Its tests (tests/test_export_converters.py) skip while it is missing.
+# requirements-tf.txt), on request only: about 6 GB. Its tests (tests/test_export_converters.py) skip while it is
+# missing.
 setup-tf:
 	bash scripts/setup.sh tf
 
