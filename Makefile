@@ -15,7 +15,8 @@ DEVICE ?=
 PY_oneflow := .venv-oneflow/bin/python
 PY_torch := .venv-torch/bin/python
 
-.PHONY: setup setup-oneflow setup-torch test test-oneflow test-torch test-fast test-fast-torch test-fast-oneflow train-demo
+.PHONY: setup setup-oneflow setup-torch setup-tf test test-oneflow test-torch test-fast test-fast-torch test-fast-oneflow \
+	train-demo
 
 setup:
 	bash scripts/setup.sh all
@@ -25,6 +26,12 @@ setup-oneflow:
 
 setup-torch:
 	bash scripts/setup.sh torch
+
+# The export converters' environment (.venv-tf: TensorFlow, onnx2tf, paddle, pnnx/ncnn, coremltools;
+# requirements-tf.txt), on request only: about 6 GB. Its tests (tests/test_export_converters.py) skip while it is
+# missing.
+setup-tf:
+	bash scripts/setup.sh tf
 
 test: setup
 	bash scripts/test.sh

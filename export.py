@@ -3,16 +3,27 @@
 Usage:
     python export.py --weights yolov5n.pt --include torchscript onnx openvino
 
-Format       | --include    | written beside the weights
-TorchScript  | torchscript  | yolov5n.torchscript
-ONNX         | onnx         | yolov5n.onnx            (--dynamic, --simplify, --opset)
-OpenVINO     | openvino     | yolov5n_openvino_model/
+Format                | --include    | written beside the weights
+TorchScript           | torchscript  | yolov5n.torchscript
+ONNX                  | onnx         | yolov5n.onnx            (--dynamic, --simplify, --opset)
+OpenVINO              | openvino     | yolov5n_openvino_model/
+CoreML                | coreml       | yolov5n.mlpackage       (yolov5n.mlmodel with --mlmodel)
+TensorFlow SavedModel | saved_model  | yolov5n_saved_model/
+TensorFlow GraphDef   | pb           | yolov5n.pb
+TensorFlow Lite       | tflite       | yolov5n-fp16.tflite, yolov5n-fp32.tflite (+ yolov5n-int8.tflite with --int8,
+                      |              | calibrated on --data)
+TensorFlow.js         | tfjs         | yolov5n_web_model/
+PaddlePaddle          | paddle       | yolov5n_paddle_model/
+NCNN                  | ncnn         | yolov5n_ncnn_model/     (beyond the official formats)
 
-The other official formats (engine, coreml, saved_model, pb, tflite, edgetpu, tfjs, paddle) need toolchains this
-project does not install: each gets one line saying so and the rest still export. Exports run in the PyTorch
-environment; a checkpoint trained under OneFlow is the same file, so export it there:
+TensorRT (engine) needs an NVIDIA GPU and Edge TPU (edgetpu) Google's compiler: each gets one line saying so and the
+rest still export. TorchScript, ONNX and OpenVINO export in the PyTorch environment; the others in the converters'
+environment, which has PyTorch too (`make setup-tf` builds .venv-tf: TensorFlow + onnx2tf, tensorflowjs, x2paddle +
+paddlepaddle, pnnx + ncnn, coremltools). A checkpoint trained under OneFlow is the same file, so export it there:
     YOLO_BACKEND=torch .venv-torch/bin/python export.py --weights runs/train/exp/weights/best.pt --include onnx
-Then: python detect.py --weights yolov5n.onnx, python val.py --weights yolov5n.onnx (models/multibackend.py).
+    YOLO_BACKEND=torch .venv-tf/bin/python export.py --weights best.pt --include saved_model tflite paddle ncnn
+Then: python detect.py --weights yolov5n.onnx, python val.py --weights yolov5n-fp16.tflite (models/multibackend.py;
+TensorFlow, Paddle and NCNN models run in .venv-tf).
 """
 import argparse
 import shutil
@@ -83,21 +94,25 @@ def run(data=ROOT / "data/coco128.yaml", weights=ROOT / "yolov5s.pt", imgsz=(640
         workspace=4, nms=False, agnostic_nms=False, topk_per_class=100, topk_all=100, iou_thres=0.45,
         conf_thres=0.25):
     """Export one checkpoint; returns the list of files/folders written (str), as ultralytics' run() does. A format
-    that failed, or is not available here, is left out of the list (see export_checkpoint). Flags of formats not
-    written here (keras, per_tensor, cache, mlmodel, verbose, workspace, nms, agnostic_nms, topk_*, iou_thres,
-    conf_thres; data for int8 calibration) are accepted as ultralytics accepts them."""
+    that failed, or is not available here, is left out of the list (see export_checkpoint). data: the images TFLite
+    --int8 calibrates on; nms/agnostic_nms with conf_thres, iou_thres, topk_per_class: NMS inside the ONNX and
+    OpenVINO graphs (utils/export/nms_graph.py). Flags of formats not written here (keras, per_tensor, cache,
+    verbose, workspace, topk_all) are accepted as ultralytics accepts them."""
     return export_checkpoint(weights, imgsz, batch_size, device, include, half, inplace, optimize, int8, dynamic,
-                             simplify, opset)[0]
+                             simplify, opset, data=data, mlmodel=mlmodel,
+                             nms=dict(conf_thres=conf_thres, iou_thres=iou_thres, topk_per_class=topk_per_class,
+                                      agnostic=agnostic_nms) if nms or agnostic_nms else None)[0]
 
 
 def export_checkpoint(weights, imgsz=(640, 640), batch_size=1, device="cpu", include=("torchscript", "onnx"),
-                      half=False, inplace=False, optimize=False, int8=False, dynamic=False, simplify=False, opset=12):
+                      half=False, inplace=False, optimize=False, int8=False, dynamic=False, simplify=False, opset=12,
+                      data=ROOT / "data/coco128.yaml", mlmodel=False, nms=None):
     """Returns (written, failed, unavailable): paths written, formats whose writer failed (each reported in one
     line), and requested formats that this project does not write."""
     torch = require_pytorch("export.py")
     t = time.time()
     include = [x.lower() for x in (include if isinstance(include, (list, tuple)) else [include])]
-    valid = tuple(f[1] for f in FORMATS[1:])
+    valid = tuple(f[1] for f in FORMATS[1:]) + ("ncnn",)
     bad = [x for x in include if x not in valid]
     if bad:
         raise UserError(f"--include {' '.join(bad)}: not an export format; valid --include arguments are "
@@ -121,14 +136,17 @@ def export_checkpoint(weights, imgsz=(640, 640), batch_size=1, device="cpu", inc
     onnx_file = None
     if "onnx" in include or "openvino" in include:  # OpenVINO is converted from the ONNX file
         onnx_file = _attempt(colorstr("ONNX:"), file.with_suffix(".onnx"),
-                             lambda: export_onnx(prepared, file, opset, dynamic, simplify))
+                             lambda: export_onnx(prepared, file, opset, dynamic, simplify, nms=nms))
         if "onnx" in include:
             written.append(onnx_file) if onnx_file else failed.append("onnx")
     if "openvino" in include:
         target = file.with_name(f"{file.stem}_openvino_model")
-        f = _attempt(colorstr("OpenVINO:"), target, lambda: export_openvino(file, prepared.metadata, half, int8)) \
+        meta = {**prepared.metadata, "nms": True} if nms else prepared.metadata
+        f = _attempt(colorstr("OpenVINO:"), target, lambda: export_openvino(file, meta, half, int8)) \
             if onnx_file else None
         written.append(f) if f else failed.append("openvino")
+    _export_with_converters(prepared, file, include, written, failed, int8=int8, data=data, mlmodel=mlmodel,
+                            half=half, opset=opset)
 
     written = [str(x) for x in written]
     if written:
@@ -142,6 +160,57 @@ def export_checkpoint(weights, imgsz=(640, 640), batch_size=1, device="cpu", inc
     return written, failed, unavailable
 
 
+def _export_with_converters(prepared, file, include, written, failed, int8, data, mlmodel, half, opset):
+    """The formats of the converters' environment (make setup-tf): each one line, as the formats above."""
+    # Paddle first: it segfaults when it loads into a process that has TensorFlow (which coremltools imports too)
+    if "paddle" in include:
+        from utils.export.to_paddle import export_paddle
+        f = _attempt(colorstr("PaddlePaddle:"), file.with_name(f"{file.stem}_paddle_model"),
+                     lambda: export_paddle(prepared, file))
+        written.append(f) if f else failed.append("paddle")
+    if "ncnn" in include:
+        from utils.export.to_ncnn import export_ncnn
+        f = _attempt(colorstr("NCNN:"), file.with_name(f"{file.stem}_ncnn_model"), lambda: export_ncnn(prepared, file))
+        written.append(f) if f else failed.append("ncnn")
+    if "coreml" in include:
+        from utils.export.to_coreml import export_coreml
+        target = file.with_suffix(".mlmodel" if mlmodel else ".mlpackage")
+        f = _attempt(colorstr("CoreML:"), target, lambda: export_coreml(prepared, file, mlmodel, int8, half))
+        written.append(f) if f else failed.append("coreml")
+    tf_formats = [x for x in ("saved_model", "pb", "tflite", "tfjs") if x in include]
+    if tf_formats:  # one onnx2tf conversion gives the SavedModel and the TFLite files; pb and tfjs are made from it
+        from utils.export.to_tensorflow import export_graphdef, export_tensorflow
+        saved = file.with_name(f"{file.stem}_saved_model")
+        tf = _attempt(colorstr("TensorFlow SavedModel:"), saved,
+                      lambda: export_tensorflow(prepared, file, int8="tflite" in include and int8, data=data,
+                                                opset=opset)["saved_model"])
+        tflite = {k: file.with_name(f"{file.stem}-{k}.tflite") for k in ("fp16", "fp32", "int8")}
+        if tf and "tflite" in include:
+            for k, f in tflite.items():
+                if f.exists():
+                    LOGGER.info(f"{colorstr('TensorFlow Lite:')} export success ✅ saved as {f} "
+                                f"({_size_mb(f):.1f} MB)")
+                    written.append(f)
+        else:
+            for f in tflite.values():  # written by the same conversion; not asked for
+                _remove(f)
+        if "tflite" in include and not tf:
+            failed.append("tflite")
+        if "pb" in include:
+            f = _attempt(colorstr("TensorFlow GraphDef:"), file.with_suffix(".pb"),
+                         lambda: export_graphdef(saved, file)) if tf else None
+            written.append(f) if f else failed.append("pb")
+        if "tfjs" in include:
+            from utils.export.to_tfjs import export_tfjs
+            f = _attempt(colorstr("TensorFlow.js:"), file.with_name(f"{file.stem}_web_model"),
+                         lambda: export_tfjs(saved, file, prepared.metadata)) if tf else None
+            written.append(f) if f else failed.append("tfjs")
+        if "saved_model" in include:
+            written.append(tf) if tf else failed.append("saved_model")
+        elif tf:
+            _remove(saved)
+
+
 def parse_opt(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", type=str, default=ROOT / "data/coco128.yaml", help="dataset.yaml path")
@@ -151,9 +220,9 @@ def parse_opt(argv=None):
     parser.add_argument("--device", default="cpu", help="cuda device, i.e. 0 or 0,1,2,3 or cpu")
     parser.add_argument("--half", action="store_true", help="FP16 half-precision export")
     parser.add_argument("--inplace", action="store_true", help="set YOLOv5 Detect() inplace=True")
-    parser.add_argument("--keras", action="store_true", help="TF: use Keras (TF formats are not written here)")
+    parser.add_argument("--keras", action="store_true", help="TF: use Keras (accepted; onnx2tf writes the SavedModel)")
     parser.add_argument("--optimize", action="store_true", help="TorchScript: optimize for mobile")
-    parser.add_argument("--int8", action="store_true", help="CoreML/TF/OpenVINO INT8 quantization (not available here)")
+    parser.add_argument("--int8", action="store_true", help="CoreML/TF INT8 quantization")
     parser.add_argument("--per-tensor", action="store_true", help="TF per-tensor quantization")
     parser.add_argument("--dynamic", action="store_true", help="ONNX/TF/TensorRT: dynamic axes")
     parser.add_argument("--cache", type=str, default="", help="TensorRT: timing cache file path")
@@ -162,15 +231,15 @@ def parse_opt(argv=None):
     parser.add_argument("--opset", type=int, default=17, help="ONNX: opset version")
     parser.add_argument("--verbose", action="store_true", help="TensorRT: verbose log")
     parser.add_argument("--workspace", type=int, default=4, help="TensorRT: workspace size (GB)")
-    parser.add_argument("--nms", action="store_true", help="TF: add NMS to model")
-    parser.add_argument("--agnostic-nms", action="store_true", help="TF: add agnostic NMS to model")
-    parser.add_argument("--topk-per-class", type=int, default=100, help="TF.js NMS: topk per class to keep")
+    parser.add_argument("--nms", action="store_true", help="ONNX/OpenVINO: add NMS to model (see nms_graph.py)")
+    parser.add_argument("--agnostic-nms", action="store_true", help="ONNX/OpenVINO: add agnostic NMS to model")
+    parser.add_argument("--topk-per-class", type=int, default=100, help="NMS: topk per class to keep")
     parser.add_argument("--topk-all", type=int, default=100, help="TF.js NMS: topk for all classes to keep")
-    parser.add_argument("--iou-thres", type=float, default=0.45, help="TF.js NMS: IoU threshold")
-    parser.add_argument("--conf-thres", type=float, default=0.25, help="TF.js NMS: confidence threshold")
+    parser.add_argument("--iou-thres", type=float, default=0.45, help="NMS: IoU threshold")
+    parser.add_argument("--conf-thres", type=float, default=0.25, help="NMS: confidence threshold")
     parser.add_argument("--include", nargs="+", default=["torchscript"],
-                        help="torchscript, onnx, openvino (engine, coreml, saved_model, pb, tflite, edgetpu, tfjs, "
-                             "paddle are not available here)")
+                        help="torchscript, onnx, openvino, coreml, saved_model, pb, tflite, tfjs, paddle, ncnn "
+                             "(engine, edgetpu are not available here)")
     return parser.parse_args(argv)
 
 
@@ -179,7 +248,10 @@ def main(opt):
     were each reported in one line as they failed; the ones not available here are named in the last line."""
     weights = opt.weights if isinstance(opt.weights, list) else [opt.weights]
     args = {k: getattr(opt, k) for k in ("imgsz", "batch_size", "device", "include", "half", "inplace", "optimize",
-                                         "int8", "dynamic", "simplify", "opset")}
+                                         "int8", "dynamic", "simplify", "opset", "data", "mlmodel")}
+    if opt.nms or opt.agnostic_nms:
+        args["nms"] = dict(conf_thres=opt.conf_thres, iou_thres=opt.iou_thres, topk_per_class=opt.topk_per_class,
+                           agnostic=opt.agnostic_nms)
     failed, unavailable = [], []
     for w in weights:
         _, f, u = export_checkpoint(w, **args)

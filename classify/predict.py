@@ -118,7 +118,8 @@ def run(weights=ROOT / "yolov5s-cls.pt", source=ROOT / "data/images", data=ROOT 
         LOGGER.info(f"Results saved to {colorstr('bold', save_dir)}{s}")
     if update:
         from utils.checkpoint.training import strip_optimizer
-        strip_optimizer(weights[0] if isinstance(weights, (list, tuple)) else weights)
+        strip_optimizer(weights[0] if isinstance(weights, (list, tuple)) else weights,
+                        build_model=build_any_model)
     return save_dir
 
 

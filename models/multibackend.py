@@ -10,11 +10,14 @@ Formats (file names as export.py writes them):
     *.torchscript         needs the PyTorch environment (torch.jit)
     *.onnx                onnxruntime, or OpenCV's DNN module with dnn=True
     *_openvino_model/     the OpenVINO runtime
+    *_saved_model/, *.pb, *.tflite, *_paddle_model/, *_ncnn_model/
+                          TensorFlow, LiteRT, Paddle Inference, ncnn (utils/export/run_*.py), where installed: the
+                          converters' environment (make setup-tf, .venv-tf) has them all
 The runtimes that take numpy arrays (onnxruntime, OpenCV DNN, OpenVINO) work under either backend: tensors go out
 and come back through utils.backend's numpy bridge. Only the PyTorch environment installs onnxruntime and
 openvino (requirements.txt); under OneFlow an .onnx model runs with dnn=True (--dnn, OpenCV; its metadata is read
 by utils/export/onnx_meta.py, which needs no onnx package), or after `pip install onnxruntime`. The other
-official formats (TensorRT, CoreML, TensorFlow, Paddle, Triton) get one line saying they are not supported here.
+formats (TensorRT, Edge TPU, CoreML, TF.js, Triton) get one line saying what runs them.
 """
 import ast
 import importlib.util
@@ -30,7 +33,7 @@ from models.from_record import build_model
 from models.model_config import MAX_NC
 from utils.backend import cuda_available, from_numpy, is_cuda, nn, require_pytorch, select_device, to_numpy, torch
 from utils.errors import UserError
-from utils.export.formats import FLAGS, FORMATS, RUN_HERE, RUNTIMES, model_type
+from utils.export.formats import FLAGS, FORMATS, RUN_HERE, RUNNERS, RUNTIMES, model_type
 from utils.export.onnx_meta import read_onnx_info
 from utils.export.to_openvino import import_openvino
 from utils.yaml_files import describe, read_yaml
@@ -55,12 +58,12 @@ def _names_dict(names, source="the model"):
 
 def onnx_file_info(w):
     """(stride, names or None, static input shape or None) of an .onnx file, read without the onnx package; a
-    damaged file or metadata is one ModelLoadError line."""
-    from utils.export.onnx_meta import read_onnx_info
+    damaged file or metadata is one ModelLoadError line, and so is a graph exported with --nms."""
     try:
         meta, shape = read_onnx_info(w)
     except ValueError as e:
         raise ModelLoadError(f"--weights {w}: {e}; re-export it with export.py --include onnx") from None
+    _refuse_nms_graph(w, meta)
     shape = shape if shape and all(isinstance(d, int) and d > 0 for d in shape) else None
     if "stride" in meta:
         return _stride(meta["stride"], w), _literal_names(meta.get("names"), w), shape
@@ -113,6 +116,15 @@ def _opencv_refusal(w, e):
             "run it with onnxruntime (pip install onnxruntime; drop --dnn)")
 
 
+def _refuse_nms_graph(w, meta):
+    """A model exported with --nms gives final detections (utils/export/nms_graph.py), not the predictions val.py and
+    detect.py post-process: say so in one line."""
+    if str(meta.get("nms", "")).lower() == "true":
+        raise ModelLoadError(f"--weights {w}: exported with --nms, so it outputs final detections (N, 7) [image, x1, "
+                             "y1, x2, y2, score, class] for deployment; val.py and detect.py run the export without "
+                             "--nms")
+
+
 class DetectMultiBackend(nn.Module):
     def __init__(self, weights="yolov5s.pt", device=None, dnn=False, data=None, fp16=False, fuse=True,
                  build_model=build_model):
@@ -136,7 +148,8 @@ class DetectMultiBackend(nn.Module):
             raise ModelLoadError(f"--weights {w}: not found; export it first (python export.py --weights <model>.pt "
                                  "--include onnx torchscript) or check the path")
         kind = next(k for k in (*FLAGS, "ncnn", "triton") if flags[k])
-        if kind not in RUN_HERE:
+        self.runner = None  # the runtime of a TensorFlow, Paddle or NCNN export (utils/export/run_*.py)
+        if kind not in RUN_HERE and kind not in RUNNERS:
             raise ModelLoadError(_no_runtime_here(w, kind))
 
         if self.pt:
@@ -154,6 +167,8 @@ class DetectMultiBackend(nn.Module):
             stride, names = self._load_onnxruntime(w, cuda)
         elif self.xml:
             stride, names = self._load_openvino(w)
+        elif kind in RUNNERS:
+            stride, names = self._load_runner(w, kind)
         if names is None:
             names = self._names_from_data(data)
         self.stride = int(stride)
@@ -200,6 +215,7 @@ class DetectMultiBackend(nn.Module):
         self.input_shape = tuple(inp.shape) if all(isinstance(d, int) for d in inp.shape) else None
         self.input_dtype = np.float16 if inp.type == "tensor(float16)" else np.float32
         meta = self.session.get_modelmeta().custom_metadata_map
+        _refuse_nms_graph(w, meta)
         if "stride" in meta:
             return _stride(meta["stride"], w), _literal_names(meta.get("names"), w)
         return 32, None
@@ -242,8 +258,22 @@ class DetectMultiBackend(nn.Module):
         meta = xml.with_suffix(".yaml")
         if meta.exists():
             d = read_yaml(meta, what="OpenVINO metadata", error=ModelLoadError)
+            _refuse_nms_graph(w, d)
             return _stride(d.get("stride"), meta), _names_dict(d.get("names"), meta)
         return 32, None
+
+    def _load_runner(self, w, kind):
+        import importlib
+        module, cls = RUNNERS[kind]
+        try:
+            self.runner = getattr(importlib.import_module(module), cls)(w)
+        except ImportError:
+            raise ModelLoadError(_no_runtime_here(w, kind)) from None
+        except (FileNotFoundError, OSError, ValueError) as e:  # a folder or file the runtime cannot read
+            raise ModelLoadError(f"--weights {w}: {str(e).strip().splitlines()[0]}") from None
+        self.input_shape = self.runner.input_shape
+        self.input_dtype = np.float32
+        return self.runner.stride, self.runner.names
 
     @staticmethod
     def _names_from_data(data):
@@ -290,6 +320,8 @@ class DetectMultiBackend(nn.Module):
                 raise ModelLoadError(_opencv_refusal(self.w, e)) from None
         if self.onnx:
             return self.session.run(self.output_names, {self.input_name: x})
+        if self.runner is not None:
+            return self.runner(x)
         return list(self.ov_compiled_model(x).values())
 
     def _check_shape(self, im):

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds .venv-oneflow (Python 3.10, oneflow==0.9.0) and .venv-torch (Python 3.11+, torch==2.13.0 CPU build) from
-# requirements.txt. Idempotent: an environment whose stamp matches requirements.txt is reused as it is.
+# requirements.txt; on request (`setup.sh tf`) .venv-tf, the export converters' environment, from requirements-tf.txt.
+# Idempotent: an environment whose stamp matches its requirements is reused as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-want="${1:-all}"   # all | oneflow | torch
+want="${1:-all}"   # all | oneflow | torch | tf (tf is never part of all)
 
 find_python() {  # $1 = major.minor wanted; prints the path of a working interpreter
     local v=$1 cand
@@ -18,11 +19,13 @@ find_python() {  # $1 = major.minor wanted; prints the path of a working interpr
     return 1
 }
 
-stamp_of() { cat requirements.txt "$0" | sha256sum | cut -c1-16; }
+stamp_of() { cat requirements.txt "$0" "$@" | sha256sum | cut -c1-16; }  # $@: extra requirement files
 
 make_env() {  # $1 = name, $2 = python, $3... = packages to install before requirements.txt
     local name=$1 py=$2; shift 2
-    local dir=".venv-$name" stamp; stamp=$(stamp_of)
+    local dir=".venv-$name" stamp extra=""
+    [ "$name" = tf ] && extra=requirements-tf.txt
+    stamp=$(stamp_of $extra)
     if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$stamp" ]; then
         echo "setup: $dir is up to date"; return 0
     fi
@@ -30,7 +33,7 @@ make_env() {  # $1 = name, $2 = python, $3... = packages to install before requi
     [ -x "$dir/bin/python" ] || "$py" -m venv "$dir"
     "$dir/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
     [ $# -gt 0 ] && "$dir/bin/python" -m pip install -q "$@"
-    "$dir/bin/python" -m pip install -q -r requirements.txt
+    "$dir/bin/python" -m pip install -q -r "${extra:-requirements.txt}"
     echo "$stamp" > "$dir/.stamp"
 }
 
@@ -48,4 +51,10 @@ if [ "$want" = all ] || [ "$want" = torch ]; then
     for v in 3.11 3.12 3.13; do py=$(find_python $v) && break; done
     [ -n "$py" ] || { echo "setup: PyTorch 2.13 needs Python 3.11+; none found." >&2; exit 1; }
     make_env torch "$py" "torch==2.13.0"  # pinned first: an open range would pull several GB of CUDA packages
+fi
+if [ "$want" = tf ]; then
+    py=""
+    for v in 3.11 3.12; do py=$(find_python $v) && break; done  # TensorFlow 2.21's wheels: up to 3.13; 3.11 first
+    [ -n "$py" ] || { echo "setup: the converters' environment needs Python 3.11 or 3.12; none found." >&2; exit 1; }
+    make_env tf "$py" "torch==2.13.0"
 fi

@@ -66,7 +66,7 @@ def test_hubconf_custom_openvino_matches_the_pt_at_its_size(openvino_export, yol
 
 @pytest.mark.parametrize("name,runtime", [("m_saved_model", "tensorflow"), ("m_ncnn_model", "ncnn"),
                                           ("m_paddle_model", "paddle"), ("m_web_model", "tensorflowjs"),
-                                          ("m.tflite", "tflite_runtime"), ("m.engine", "tensorrt"),
+                                          ("m.tflite", "ai_edge_litert"), ("m.engine", "tensorrt"),
                                           ("m.pb", "tensorflow"), ("m.mlpackage", "coremltools")])
 def test_other_formats_by_name_say_their_runtime_in_one_line(tmp_path, name, runtime):
     import importlib.util

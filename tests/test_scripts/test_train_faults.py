@@ -97,7 +97,7 @@ def test_non_finite_weights_are_never_saved(epoch, data, tmp_path, monkeypatch):
 
 
 def test_weight_check_names_a_bad_ema_tensor_and_finds_inf():
-    from tests.engine_helpers import tiny_parts
+    from tests.helpers.engine_helpers import tiny_parts
     from utils import backend
     from utils.engine.errors import NonFiniteWeightsError
     from utils.engine.finite_weights import check_weights_before_save

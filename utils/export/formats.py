@@ -19,21 +19,33 @@ FORMATS = (
     ("TensorFlow.js", "tfjs", "_web_model", False, False),
     ("PaddlePaddle", "paddle", "_paddle_model", True, True),
 )
-WRITTEN_HERE = ("torchscript", "onnx", "openvino")  # export.py writes these; the others need toolchains not here
-RUN_HERE = ("pt", "jit", "onnx", "xml")  # DetectMultiBackend runs these
+# NCNN is not in the official table (export_formats() keeps that table); export.py writes it with --include ncnn
+NCNN_FORMAT = ("NCNN", "ncnn", "_ncnn_model", True, False)
+# export.py writes these: the first three in the PyTorch environment, the others in the converters' one (make setup-tf)
+WRITTEN_HERE = ("torchscript", "onnx", "openvino", "coreml", "saved_model", "pb", "tflite", "tfjs", "paddle", "ncnn")
+CONVERTER_FORMATS = WRITTEN_HERE[3:]
+RUN_HERE = ("pt", "jit", "onnx", "xml")  # DetectMultiBackend runs these itself
+# and these through a runner class (NCHW numpy in, predictions in pixels out), each where its runtime is installed
+RUNNERS = {
+    "saved_model": ("utils.export.run_tensorflow", "SavedModelRunner"),
+    "pb": ("utils.export.run_tensorflow", "GraphDefRunner"),
+    "tflite": ("utils.export.run_tensorflow", "TFLiteRunner"),
+    "paddle": ("utils.export.run_paddle", "PaddleRunner"),
+    "ncnn": ("utils.export.run_ncnn", "NCNNRunner"),
+}
 # What each other format needs to run: (the module that would run it, how to get it). DetectMultiBackend names it in
 # one line when a model of that format is given. NCNN (Tencent's runtime, `*_ncnn_model/` as ultralytics names the
 # folder) is not an official yolov5 format; its folder is recognised by name all the same.
 RUNTIMES = {
     "engine": ("tensorrt", "an NVIDIA GPU and pip install tensorrt"),
     "coreml": ("coremltools", "macOS and pip install coremltools"),
-    "saved_model": ("tensorflow", "pip install tensorflow"),
-    "pb": ("tensorflow", "pip install tensorflow"),
-    "tflite": ("tflite_runtime", "pip install tflite-runtime, or tensorflow"),
+    "saved_model": ("tensorflow", "make setup-tf builds .venv-tf with it; or pip install tensorflow"),
+    "pb": ("tensorflow", "make setup-tf builds .venv-tf with it; or pip install tensorflow"),
+    "tflite": ("ai_edge_litert", "make setup-tf builds .venv-tf with it; or pip install ai-edge-litert"),
     "edgetpu": ("tflite_runtime", "an Edge TPU, its libedgetpu and pip install tflite-runtime"),
     "tfjs": ("tensorflowjs", "a JavaScript runtime: TF.js models run in the browser or Node.js, not in Python"),
-    "paddle": ("paddle", "pip install paddlepaddle"),
-    "ncnn": ("ncnn", "pip install ncnn"),
+    "paddle": ("paddle", "make setup-tf builds .venv-tf with it; or pip install paddlepaddle"),
+    "ncnn": ("ncnn", "make setup-tf builds .venv-tf with it; or pip install ncnn"),
 }
 NCNN_SUFFIX = "_ncnn_model"
 # DetectMultiBackend's flag names, in FORMATS order (plus triton, a server URL, last), as the official class has them
@@ -41,7 +53,7 @@ FLAGS = ("pt", "jit", "onnx", "xml", "engine", "coreml", "saved_model", "pb", "t
 
 
 def format_name(argument):
-    return next(f[0] for f in FORMATS if f[1] == argument)
+    return next(f[0] for f in (*FORMATS, NCNN_FORMAT) if f[1] == argument)
 
 
 def model_type(path):

@@ -7,7 +7,8 @@ from utils.backend import require_pytorch
 from utils.log import LOGGER
 
 
-def export_onnx(prepared, file, opset=17, dynamic=False, simplify=False, prefix="ONNX:"):
+def export_onnx(prepared, file, opset=17, dynamic=False, simplify=False, prefix="ONNX:", nms=None):
+    """nms: None, or the keyword arguments of utils/export/nms_graph.nms_wrapped (--nms: NMS inside the graph)."""
     torch = require_pytorch("ONNX export")
     import onnx  # optional dependency: the PyTorch environment installs it
     f = file.with_suffix(".onnx")
@@ -16,6 +17,12 @@ def export_onnx(prepared, file, opset=17, dynamic=False, simplify=False, prefix=
     if dynamic:
         axes = {"images": {0: "batch", 2: "height", 3: "width"}, "output0": {0: "batch", 1: "anchors"}}
         model, im = model.cpu(), im.cpu()  # as ultralytics: dynamic axes are exported from the CPU
+    metadata = prepared.metadata
+    if nms is not None:
+        from utils.export.nms_graph import nms_wrapped
+        model = nms_wrapped(model, **nms)
+        axes = {**(axes or {}), "output0": {0: "detections"}}
+        metadata = {**metadata, "nms": True}
     kwargs = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     with warnings.catch_warnings():  # the legacy exporter warns on each call that a newer one exists: chosen here
         warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -23,7 +30,7 @@ def export_onnx(prepared, file, opset=17, dynamic=False, simplify=False, prefix=
                           dynamic_axes=axes, do_constant_folding=True, **kwargs)
     model_onnx = onnx.load(str(f))
     onnx.checker.check_model(model_onnx)
-    for k, v in prepared.metadata.items():
+    for k, v in metadata.items():
         meta = model_onnx.metadata_props.add()
         meta.key, meta.value = k, str(v)
     onnx.save(model_onnx, str(f))

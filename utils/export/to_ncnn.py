@@ -1,0 +1,38 @@
+"""NCNN (<stem>_ncnn_model/: model.ncnn.param, model.ncnn.bin, metadata.yaml, the folder layout ultralytics uses),
+converted by pnnx from the traced TorchScript graph. Not an official yolov5 format; Tencent's runtime for phones and
+embedded CPUs. pnnx and the ncnn runtime come with the converters' environment (`make setup-tf`)."""
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from utils.export.folder_meta import write_folder_meta
+from utils.export.prepare import ExportError
+
+
+def export_ncnn(prepared, file):
+    try:
+        import pnnx
+    except ImportError as e:
+        raise ExportError(f"NCNN export needs pnnx ({e}): build the converters' environment with `make setup-tf` and "
+                          "export with .venv-tf/bin/python export.py") from None
+    from utils.export.to_torchscript import export_torchscript
+    if str(prepared.im.dtype) != "torch.float32":
+        raise ExportError("NCNN export is written in fp32: drop --half")
+    d = file.with_name(f"{file.stem}_ncnn_model")
+    shutil.rmtree(d, ignore_errors=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        ts = export_torchscript(prepared, Path(tmp) / "model.pt")
+        shape = ",".join(str(int(x)) for x in prepared.im.shape)
+        # pnnx writes model.ncnn.param/.bin (and its own intermediate files) beside its input
+        p = subprocess.run([pnnx.EXEC_PATH, str(ts), f"inputshape=[{shape}]"], cwd=tmp, capture_output=True,
+                           text=True)
+        param, binary = Path(tmp) / "model.ncnn.param", Path(tmp) / "model.ncnn.bin"
+        if p.returncode != 0 or not param.is_file():
+            tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or [f"exit status {p.returncode}"]
+            raise ExportError(f"pnnx failed: {tail[0]}")
+        d.mkdir(parents=True)
+        shutil.move(str(param), d / param.name)
+        shutil.move(str(binary), d / binary.name)
+    write_folder_meta(d, prepared.metadata, prepared.im)
+    return d
