@@ -30,7 +30,7 @@ MODELS_DIR = Path(__file__).resolve().parent
 class Detect(nn.Module):
     """Per-level 1x1 convs to na*(nc+5) channels; in eval mode also decodes boxes to pixels."""
     stride = None  # set by DetectionModel after a dry run
-    dynamic = False  # export.py --dynamic: rebuild the grids from each input's shape so a traced graph keeps them symbolic
+    dynamic = False  # export.py --dynamic: grids rebuilt from each input's shape (a traced graph keeps them symbolic)
     export = False  # export.py: return only the decoded predictions, (pred,), not the raw maps as well
 
     def __init__(self, nc=80, anchors=(), ch=(), inplace=True):
@@ -179,7 +179,8 @@ def _build_layer(i, f, n, name, args, d, ch, gd, gw, ch_mul, no, where):
     if not _is_head(m):
         check_args(i, name, args[2:] if m in _CHANNEL_MODULES else args, where)
     if m in _CHANNEL_MODULES:  # before anything is allocated: a small file must not ask for gigabytes
-        check_channels(i, name, args[0], c2, args, n_, where)
+        # a repeat module's args carry its repeat count third ([c1, c2, n, ...]): the kernel check reads past it
+        check_channels(i, name, args[0], c2, [*args[:2], *args[3:]] if m in _REPEAT_MODULES else args, n_, where)
     elif m is Contract or m is Expand:
         check_channels(i, name, ch[f], c2, [], n_, where)
     m_ = nn.Sequential(*(m(*args) for _ in range(n))) if n > 1 else m(*args)

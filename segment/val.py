@@ -27,7 +27,8 @@ if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on
 
 import models.tasks  # noqa: E402,F401  (registers Segment for the model YAMLs)
 from utils.backend import inference_mode, select_device, to_numpy, torch  # noqa: E402
-from utils.errors import UserError, exit_on_user_error  # noqa: E402
+from utils.errors import UserError  # noqa: E402
+from utils.signals import exit_on_user_error  # noqa: E402
 from utils.evaluation.evaluator import IOU_THRESHOLDS  # noqa: E402
 from utils.evaluation.runner import model_device, model_names  # noqa: E402
 from utils.log import LOGGER, colorstr  # noqa: E402

@@ -27,7 +27,7 @@ REQUIRED = {
     "warmup_epochs": _NONNEGATIVE, "warmup_momentum": (0.0, 1.0, True), "warmup_bias_lr": _NONNEGATIVE,
     "box": _NONNEGATIVE, "cls": _NONNEGATIVE, "cls_pw": _POSITIVE, "obj": _NONNEGATIVE, "obj_pw": _POSITIVE,
     "anchor_t": _POSITIVE, "hsv_h": _FRACTION, "hsv_s": _FRACTION, "hsv_v": _FRACTION, "degrees": (0.0, 360.0, True),
-    "translate": _FRACTION, "scale": (0.0, 1.0, False), "shear": (0.0, 180.0, True),
+    "translate": _FRACTION, "scale": _FRACTION, "shear": (0.0, 180.0, True),
     "perspective": (0.0, 0.1, True), "flipud": _FRACTION, "fliplr": _FRACTION,
 }
 OPTIONAL = {  # read with a default, or kept for the official files' sake (iou_t, fl_gamma)
@@ -60,9 +60,7 @@ def check_hyp(hyp, where="hyperparameters"):
         if rule is None:
             continue  # an extra key (e.g. a newer official one) is kept and unused, as ultralytics does
         out[k] = _number(v, k, rule, where)
-    if "anchors" in out:
-        out["anchors"] = int(out["anchors"])
-    return out
+    return out  # 'anchors' stays a number as written (hyp.VOC's 3.412): the model rounds it, as official
 
 
 def _number(v, key, rule, where):
