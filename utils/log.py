@@ -2,6 +2,29 @@
 notices. No framework import: the many modules that only log load neither PyTorch nor OneFlow through here."""
 import logging
 
+
+def printable(text):
+    """text as written, except the bytes of a file name that is not UTF-8 (held by Python as lone surrogates), which
+    become \\xNN escapes: raw, they reach a terminal as garbage, and whatever re-encodes the text as UTF-8 (a log
+    file, pytest-xdist's worker reports) fails on them."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:  # the bytes os.fsdecode turned into surrogates, back as bytes, then shown escaped
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a surrogate no file name made
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+class _PrintableMessages(logging.Filter):
+    """A logger filter, so that every handler (the console, caplog, a logger's file) gets the printable text."""
+
+    def filter(self, record):
+        record.msg, record.args = printable(record.getMessage()), ()
+        return True
+
+
 LOGGER = logging.getLogger("yolov5")
 if not LOGGER.handlers:
     _handler = logging.StreamHandler()
@@ -9,6 +32,7 @@ if not LOGGER.handlers:
     LOGGER.addHandler(_handler)
     LOGGER.setLevel(logging.INFO)
     LOGGER.propagate = False
+    LOGGER.addFilter(_PrintableMessages())
 
 _NOTICED = set()
 

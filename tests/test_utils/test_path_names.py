@@ -1,6 +1,7 @@
 """Names from files never become paths unmade-safe (utils/path_names.py): class names from a checkpoint given to
 detect.py --save-crop or to the hub Detections, and image/stream names, each become one path component inside the
 run folder."""
+import os
 from pathlib import Path
 
 import numpy as np
@@ -54,3 +55,22 @@ def test_hub_detections_crops_stay_in_the_save_folder(tmp_path):
     assert len(crops) == len(HOSTILE)
     files = _all_files(tmp_path)
     assert files and all(save in f.parents for f in files), files
+
+
+def test_log_shows_a_non_utf8_file_name_escaped(tmp_path):
+    """A file name with bytes that are not UTF-8 is logged with \\xNN escapes: printable, and re-encodable as UTF-8
+    (raw, the terminal shows garbage and pytest-xdist's worker cannot send the captured output)."""
+    import io
+    import logging
+    from utils.log import LOGGER
+    name = os.fsdecode(b"caf\xe9-\xff.jpg")  # Latin-1 bytes: surrogates once decoded
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)  # any handler: the logger's own filter makes the text printable
+    LOGGER.addHandler(handler)
+    try:
+        LOGGER.warning(f"WARNING ⚠️ {tmp_path / name}: ignoring corrupt image/label")
+    finally:
+        LOGGER.removeHandler(handler)
+    text = stream.getvalue()
+    text.encode("utf-8")  # raises on a lone surrogate
+    assert "caf\\xe9-\\xff.jpg: ignoring" in text and "⚠️" in text
