@@ -13,8 +13,9 @@ Usage:
     --weights also takes yolov5s.torchscript, yolov5s.onnx, yolov5s_openvino_model (export.py writes them).
 Outputs go to runs/detect/exp*: annotated images/videos, labels/*.txt (--save-txt; --save-format 0 YOLO
 class x y w h, 1 Pascal-VOC class x1 y1 x2 y2, both normalized to 0-1), crops/ (--save-crop), predictions.csv
-(--save-csv). Unreadable images are reported and skipped. The work is done in utils/inference/ (loader, steps,
-frame loop, outputs); for a Python call that returns boxes, see its Detector.
+(--save-csv). Unreadable images and videos are reported and skipped; when none could be read, the run exits 1.
+The work is done in utils/inference/ (loader, steps, frame loop, outputs); for a Python call that returns boxes, see
+its Detector.
 """
 import argparse
 import sys
@@ -32,6 +33,7 @@ if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on
 from utils.backend import inference_mode  # noqa: E402
 from models.from_record import build_model  # noqa: E402
 from utils.checkpoint.training import strip_optimizer  # noqa: E402
+from utils.errors import UserError  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 from utils.log import LOGGER, colorstr  # noqa: E402
@@ -75,6 +77,9 @@ def run(weights=ROOT / "yolov5s.pt", source=ROOT / "data/images", data=None, img
 
     if skipped:
         LOGGER.warning(f"WARNING: {skipped} unreadable image(s) or video(s) skipped")
+        if not seen:  # nothing read at all: a failed run (exit 1), not an empty result
+            raise UserError(f"none of the {skipped} image(s) or video(s) in {source} could be read (each is named "
+                            "above): check the files, or give --source the right path")
     t = ms_per_image(profiles, seen)
     LOGGER.info(f"Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape {(1, 3, *imgsz)}" % t)
     if save_txt or save_img:

@@ -359,6 +359,19 @@ def test_detect_process_reports_bad_files_and_goes_on(mixed_source, tmp_path, yo
 
 
 @pytest.mark.slow
+def test_detect_with_nothing_readable_exits_1(tmp_path, yolov5n_pt):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a jpeg" * 10)
+    (src / "b.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42 not a video" * 10)
+    rc, out = _run(["detect.py", "--weights", yolov5n_pt, "--source", src, "--imgsz", 64, "--device", "cpu",
+                    "--project", tmp_path / "runs", "--name", "e"])
+    assert rc == 1 and "Traceback" not in out, out[-3000:]
+    last = out.strip().splitlines()[-1]
+    assert "none of the 2 image(s) or video(s)" in last and str(src) in last, out[-3000:]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["train-seg", "val-cls", "detect-v8", "train-nan-hyp"])
 def test_scripts_stop_in_one_line(tmp_path, coco128_dir, shared_dir, case):
     data = tmp_path / "d.yaml"
