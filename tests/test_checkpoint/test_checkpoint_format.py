@@ -418,3 +418,22 @@ def test_shared_objects_stay_shared(tmp_path):
     ck = load_checkpoint(f, tensors=False, build_models=False)
     # storages: t once, the state dict, the stride the model and its Detect share, Detect's empty grids (2 levels)
     assert ck["a"] is ck["b"] and len(sizes) == 1 + len(m.state_dict()) + 1 + 2 * 2
+
+
+@pytest.mark.parametrize("name", ["yolov5n.pt", "yolov5n-seg-coco128.pt", "yolov5n-cls-coco128cls.pt"])
+def test_ultralytics_strip_optimizer_import_strips_any_task(shared_dir, tmp_path, name):
+    """`from utils.general import strip_optimizer; strip_optimizer(f, s)`, as official users call it, on each task's
+    official checkpoint: s is a final checkpoint (epoch -1, no optimizer, fp16 model), f is untouched."""
+    import shutil
+    from models.from_record import build_any_model
+    from utils.general import strip_optimizer
+    f, s = tmp_path / name, tmp_path / f"stripped-{name}"
+    shutil.copy(shared_dir / "weights" / name, f)
+    before = f.read_bytes()
+    strip_optimizer(f, s)
+    assert f.read_bytes() == before
+    x = load_checkpoint(s, map_location="cpu", build_models=build_any_model)
+    assert x["epoch"] == -1 and x["optimizer"] is None and x["ema"] is None
+    assert s.stat().st_size < 0.7 * 4 * sum(p.numel() for p in x["model"].parameters())  # 2 bytes a weight, not 4
+    assert type(x["model"]).__name__ == {"yolov5n.pt": "DetectionModel", "yolov5n-seg-coco128.pt": "SegmentationModel",
+                                         "yolov5n-cls-coco128cls.pt": "ClassificationModel"}[name]
