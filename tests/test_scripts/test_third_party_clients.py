@@ -56,7 +56,7 @@ else:
     model = AutoDetectionModel.from_pretrained(model_type="yolov5", model_path=weights, confidence_threshold=0.25,
                                                device="cpu", image_size=320)
     found = get_prediction(image, model).object_prediction_list
-    rows = [[*p.bbox.to_xyxy(), p.score.value, p.category.id] for p in found]
+    rows = [[*map(float, p.bbox.to_xyxy()), float(p.score.value), int(p.category.id)] for p in found]
 print("ROWS" + json.dumps(rows))
 '''
 
