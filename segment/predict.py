@@ -22,7 +22,6 @@ if __name__ == "__main__":
 
 import numpy as np  # noqa: E402
 
-import models.tasks  # noqa: E402,F401  (registers Segment for the model YAMLs)
 from utils.backend import inference_mode, to_numpy  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.boxes import scale_boxes  # noqa: E402

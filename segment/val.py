@@ -25,7 +25,6 @@ from utils import signals  # noqa: E402
 if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on is only recorded (utils/signals.py)
     signals.install("val")
 
-import models.tasks  # noqa: E402,F401  (registers Segment for the model YAMLs)
 from utils.backend import inference_mode, select_device, to_numpy, torch  # noqa: E402
 from utils.errors import UserError  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
