@@ -17,7 +17,16 @@ from models.yolo import MODULES, ClassificationModel, DetectionModel, Segment, S
 from utils.backend import nn, torch
 
 __all__ = ["Proto", "Classify", "Segment", "SegmentationModel", "ClassificationModel", "DetectionModel",
-           "module_from_tree", "model_from_record"]
+           "module_from_tree", "model_from_record", "model_task"]
+
+
+def model_task(model):
+    """'segment', 'classify' or 'detect': what a built model does (an Ensemble: its first member)."""
+    if isinstance(model, nn.ModuleList) and len(model):
+        model = model[0]
+    if isinstance(model, SegmentationModel):
+        return "segment"
+    return "classify" if isinstance(model, ClassificationModel) else "detect"
 
 
 # ---- rebuilding from a checkpoint record -------------------------------------------------------------------------

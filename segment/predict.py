@@ -69,7 +69,7 @@ def run(weights=ROOT / "yolov5s-seg.pt", source=ROOT / "data/images", data=ROOT 
     save_img = not nosave and not source.endswith(".txt")
     imgsz = list(imgsz) if isinstance(imgsz, (list, tuple)) else [imgsz, imgsz]
     model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, data=data, imgsz=imgsz,
-                              build_model=build_any_model)
+                              task="segment")
     dataset = open_source(source, stream, imgsz, stride=model.stride, auto=model.pt, vid_stride=vid_stride)
     bs = len(dataset) if stream else 1
     save_dir = increment_path(Path(project) / name, exist_ok=exist_ok, mkdir=True)
