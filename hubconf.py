@@ -126,8 +126,8 @@ def _create(name, pretrained=True, channels=3, classes=80, autoshape=True, verbo
     pretrained with 3 channels and 80 classes: the checkpoint as it is, wrapped in AutoShape when autoshape (paths,
     PIL images and arrays in, Detections out) and a detection model; segmentation and classification models (any
     format) come back as the DetectMultiBackend itself, with a warning, as official. Otherwise: an untrained
-    DetectionModel from models/<name>.yaml with `channels` and `classes`, given the checkpoint's matching weights when pretrained (no AutoShape, as in the
-    official hubconf: such a model is meant for training)."""
+    DetectionModel from models/<name>.yaml with `channels` and `classes`, given the checkpoint's matching weights
+    when pretrained (no AutoShape, as in the official hubconf: such a model is meant for training)."""
     from utils.backend import select_device  # framework choice: on the first model built, not when hub lists us
     previous_level = LOGGER.level
     if not verbose:
