@@ -237,7 +237,7 @@ class DetectMultiBackend(nn.Module):
             raise ModelLoadError(f"--weights {w}: onnxruntime cannot load it ({_first_line(e)}); re-export it with "
                                  "export.py --include onnx") from None
         self.output_names = [x.name for x in self.session.get_outputs()]
-        self.task = task_from_ranks(len(x.shape) for x in self.session.get_outputs())
+        self.task = task_from_ranks(None if x.shape is None else len(x.shape) for x in self.session.get_outputs())
         inp = self.session.get_inputs()[0]
         self.input_name = inp.name
         self.input_shape = tuple(inp.shape) if all(isinstance(d, int) for d in inp.shape) else None
@@ -261,7 +261,10 @@ class DetectMultiBackend(nn.Module):
             log.setLogLevel(level)
         self.input_dtype = np.float32
         stride, names, self.input_shape = onnx_file_info(w)
-        outputs = read_onnx_outputs(w)  # OpenCV's forward() gives the first output only: name them all
+        try:
+            outputs = read_onnx_outputs(w)  # OpenCV's forward() gives the first output only: name them all
+        except ValueError as e:
+            raise ModelLoadError(f"--weights {w}: {e}; re-export it with export.py --include onnx") from None
         self.output_names = [name for name, _ in outputs]
         self.task = task_from_ranks(rank for _, rank in outputs)
         return stride, names
@@ -281,7 +284,8 @@ class DetectMultiBackend(nn.Module):
         ov_model = core.read_model(model=str(xml), weights=str(xml.with_suffix(".bin")))
         shape = ov_model.inputs[0].get_partial_shape()
         self.input_shape = tuple(d.get_length() for d in shape) if shape.is_static else None
-        self.task = task_from_ranks(o.get_partial_shape().rank.get_length() for o in ov_model.outputs)
+        ranks = (o.get_partial_shape().rank for o in ov_model.outputs)
+        self.task = task_from_ranks(r.get_length() if r.is_static else None for r in ranks)
         # f32 asked for: on CPUs with AMX or AVX512-BF16 (these machines) the CPU plugin otherwise runs in bf16, and
         # the boxes then move by up to a pixel against the PyTorch model's
         self.ov_compiled_model = core.compile_model(ov_model, device_name="CPU",

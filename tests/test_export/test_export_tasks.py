@@ -267,21 +267,30 @@ def test_each_script_names_the_scripts_of_another_tasks_model(exported, shared_d
         load_model(str(shared_dir / "weights" / "yolov5n.pt"), device="cpu", task="classify")
 
 
-@torch_only
-def test_hubconf_returns_seg_and_cls_models_unwrapped(exported, log_text):
+def test_hubconf_returns_seg_and_cls_checkpoints_unwrapped(weights_dir, log_text):
+    """Both backends: hubconf.custom on the .pt files gives the DetectMultiBackend around the task's model, with a
+    warning instead of AutoShape (which post-processes detections), as official."""
     import hubconf
-    from models.autoshape import AutoShape
     from models.multibackend import DetectMultiBackend
     from models.yolo import ClassificationModel, SegmentationModel
-    from utils.backend import torch
-    seg = hubconf.custom(str(exported / f"{SEG}.pt"), _verbose=False)
-    assert isinstance(seg, DetectMultiBackend) and isinstance(seg.model, SegmentationModel)
+    from utils.backend import to_numpy, torch
+    seg = hubconf.custom(str(weights_dir / f"{SEG}.pt"), _verbose=False)
+    assert isinstance(seg, DetectMultiBackend) and isinstance(seg.model, SegmentationModel) and seg.task == "segment"
+    clf = hubconf.custom(str(weights_dir / f"{CLS}.pt"), autoshape=False, _verbose=False)
+    assert isinstance(clf.model, ClassificationModel)
+    assert to_numpy(clf(torch.zeros(1, 3, CLS_IMG, CLS_IMG))).shape == (1, 10)
+    assert log_text().count("not AutoShape compatible") == 1  # the wrapped one, not the autoshape=False one
+
+
+@torch_only
+def test_hubconf_returns_exported_seg_and_cls_models_unwrapped(exported, log_text):
+    import hubconf
+    from models.autoshape import AutoShape
     clf = hubconf.custom(str(exported / f"{CLS}.onnx"), _verbose=False)
-    assert isinstance(clf, DetectMultiBackend) and not isinstance(clf, AutoShape) and clf.task == "classify"
-    assert tuple(clf(torch.zeros(1, 3, CLS_IMG, CLS_IMG)).shape) == (1, 10)
-    pt = hubconf.custom(str(exported / f"{CLS}.pt"), autoshape=False, _verbose=False)
-    assert isinstance(pt.model, ClassificationModel)
-    assert log_text().count("not AutoShape compatible") == 2  # the two wrapped ones, not the autoshape=False one
+    assert not isinstance(clf, AutoShape) and clf.onnx and clf.task == "classify"
+    seg = hubconf.custom(f"{exported / SEG}_openvino_model", _verbose=False)
+    assert not isinstance(seg, AutoShape) and seg.xml and seg.task == "segment"
+    assert log_text().count("not AutoShape compatible") == 2
 
 
 @torch_only
