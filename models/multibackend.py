@@ -1,5 +1,5 @@
 """DetectMultiBackend: the one loader every inference path runs models through (utils.inference.load_model for
-val.py, detect.py and Detector; hubconf.py for AutoShape).
+val.py, detect.py, Detector and the segment/ and classify/ scripts; hubconf.py for AutoShape).
 
     model = DetectMultiBackend("yolov5n.onnx", device=torch.device("cpu"))
     pred = model(im)          # im (b, 3, h, w) float in [0, 1] -> decoded predictions (b, anchors, 5 + nc)
@@ -7,8 +7,9 @@ val.py, detect.py and Detector; hubconf.py for AutoShape).
     model.task                # 'detect', 'segment' or 'classify': what the model does, from its outputs
 
 Segmentation models give a list [predictions (b, anchors, 5 + nc + nm), prototypes (b, nm, h/4, w/4)] (a .pt model
-in eval mode also its raw maps, as official), classifiers their logits (b, nc); .pt files of those tasks load with
-build_model=models.from_record.build_any_model (the default builder takes detection checkpoints only).
+in eval mode also its raw maps, as official), classifiers their logits (b, nc). A .pt file of any task loads, as
+official (build_model=models.from_record.build_model, which load_model passes for detection's scripts, takes
+detection checkpoints only and names the others' scripts).
 
 Formats (file names as export.py writes them):
     *.pt                  this project's or ultralytics' checkpoints, under either backend
@@ -34,7 +35,7 @@ import cv2
 import numpy as np
 
 from models.experimental import attempt_load
-from models.from_record import build_model
+from models.from_record import build_any_model
 from models.model_config import MAX_NC
 from models.tasks import model_task
 from utils.backend import cuda_available, from_numpy, is_cuda, nn, require_pytorch, select_device, to_numpy, torch
@@ -134,7 +135,7 @@ def _refuse_nms_graph(w, meta):
 
 class DetectMultiBackend(nn.Module):
     def __init__(self, weights="yolov5s.pt", device=None, dnn=False, data=None, fp16=False, fuse=True,
-                 build_model=build_model):
+                 build_model=build_any_model):
         """build_model: how a .pt checkpoint's stored model is rebuilt (the task's Task.build_model)."""
         super().__init__()
         w = str(weights[0] if isinstance(weights, (list, tuple)) else weights)

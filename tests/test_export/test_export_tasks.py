@@ -151,11 +151,10 @@ def test_classification_files_outputs_and_metadata_as_official(exported):
 @torch_only
 @pytest.mark.parametrize("dnn", [False, True], ids=["runtimes", "opencv"])
 def test_every_format_matches_the_pt_model(exported, shared_dir, dnn):
-    from models.from_record import build_any_model
     from models.multibackend import DetectMultiBackend
     xs, xc = _seg_input(shared_dir), _cls_input(shared_dir)
-    seg_ref = _outputs(DetectMultiBackend(str(exported / f"{SEG}.pt"), build_model=build_any_model), xs)
-    cls_ref = _outputs(DetectMultiBackend(str(exported / f"{CLS}.pt"), build_model=build_any_model), xc)
+    seg_ref = _outputs(DetectMultiBackend(str(exported / f"{SEG}.pt")), xs)
+    cls_ref = _outputs(DetectMultiBackend(str(exported / f"{CLS}.pt")), xc)
     assert seg_ref[0][..., 4].max() > 0.2 and cls_ref[0].argmax() == CLS_NAMES.index("person")  # real outputs
     for suffix in ((".onnx",) if dnn else FORMATS):
         seg = DetectMultiBackend(str(exported / f"{SEG}{suffix}"), dnn=dnn)
@@ -267,6 +266,20 @@ def test_each_script_names_the_scripts_of_another_tasks_model(exported, shared_d
         load_model(str(shared_dir / "weights" / "yolov5n.pt"), device="cpu", task="classify")
 
 
+def test_detection_scripts_name_seg_and_cls_checkpoints_while_the_loader_takes_them(weights_dir):
+    """Both backends: val.py and detect.py (load_model, task 'detect') name the scripts of a seg or cls .pt in one
+    line, while DetectMultiBackend itself loads any task's checkpoint, as official."""
+    from models.multibackend import DetectMultiBackend
+    from utils.errors import UserError
+    from utils.inference import load_model
+    for stem, scripts in ((SEG, "segment/val.py or segment/predict.py"),
+                          (CLS, "classify/val.py or classify/predict.py")):
+        with pytest.raises(UserError, match=f"not a YOLOv5 detection model .*run it with {scripts}"):
+            load_model(str(weights_dir / f"{stem}.pt"), device="cpu")
+    assert DetectMultiBackend(str(weights_dir / f"{SEG}.pt")).task == "segment"
+    assert DetectMultiBackend(str(weights_dir / f"{CLS}.pt")).task == "classify"
+
+
 def test_hubconf_returns_seg_and_cls_checkpoints_unwrapped(weights_dir, log_text):
     """Both backends: hubconf.custom on the .pt files gives the DetectMultiBackend around the task's model, with a
     warning instead of AutoShape (which post-processes detections), as official."""
@@ -315,7 +328,6 @@ def test_cli_export_and_detection_val_one_line(exported, tmp_path):
 # ---------------------------------------------------------------------------------------------------- OneFlow
 @oneflow_only
 def test_oneflow_pt_models_equal_pytorch_exports_run_by_opencv(weights_dir, shared_dir, other_python, tmp_path):
-    from models.from_record import build_any_model
     from models.multibackend import DetectMultiBackend
     for stem in (SEG, CLS):
         shutil.copy(weights_dir / f"{stem}.pt", tmp_path / f"{stem}.pt")
@@ -323,13 +335,13 @@ def test_oneflow_pt_models_equal_pytorch_exports_run_by_opencv(weights_dir, shar
         f"export.run(weights={str(tmp_path / f'{stem}.pt')!r}, imgsz=[{size}], include=('onnx',))"
         for stem, size in ((SEG, SEG_IMG), (CLS, CLS_IMG))))
     xs, xc = _seg_input(shared_dir), _cls_input(shared_dir)
-    seg_pt = DetectMultiBackend(str(tmp_path / f"{SEG}.pt"), build_model=build_any_model)
+    seg_pt = DetectMultiBackend(str(tmp_path / f"{SEG}.pt"))
     seg_dnn = DetectMultiBackend(str(tmp_path / f"{SEG}.onnx"), dnn=True)
     assert seg_pt.task == seg_dnn.task == "segment"
     ref = _outputs(seg_dnn, xs)
     assert ref[0][..., 4].max() > 0.2
     assert_seg_close(_outputs(seg_pt, xs), ref)
-    cls_pt = DetectMultiBackend(str(tmp_path / f"{CLS}.pt"), build_model=build_any_model)
+    cls_pt = DetectMultiBackend(str(tmp_path / f"{CLS}.pt"))
     cls_dnn = DetectMultiBackend(str(tmp_path / f"{CLS}.onnx"), dnn=True)
     assert cls_pt.task == cls_dnn.task == "classify" and list(cls_dnn.names.values()) == CLS_NAMES
     np.testing.assert_allclose(_outputs(cls_pt, xc)[0], _outputs(cls_dnn, xc)[0], rtol=0, atol=1e-4)
