@@ -308,6 +308,27 @@ def test_hubconf_returns_exported_seg_and_cls_models_unwrapped(exported, log_tex
     assert log_text().count("not AutoShape compatible") == 2
 
 
+@torch_only  # OneFlow runs the same code (--pt-only needs no export), slower
+@pytest.mark.slow  # two validations
+def test_benchmarks_validate_segmentation_with_its_mask_map_and_name_classifiers(weights_dir, seg_yaml, tmp_path):
+    """benchmarks.py on a seg checkpoint runs segment/val.py (official): the .pt row's figure is the mask mAP50-95
+    that segment/val.py gives on the same square images; a classifier is one line."""
+    import importlib.util
+
+    from segment.val import run as seg_val
+    from utils.errors import UserError
+    spec = importlib.util.spec_from_file_location("benchmarks_script", ROOT / "benchmarks.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    table = bench.run(weights=weights_dir / f"{SEG}.pt", imgsz=SEG_IMG, data=seg_yaml, device="cpu", pt_only=True)
+    results, _, _ = seg_val(data=str(seg_yaml), weights=str(weights_dir / f"{SEG}.pt"), imgsz=SEG_IMG, batch_size=1,
+                            device="cpu", workers=1, plots=False, project=tmp_path, task="speed")
+    row = table[table["Format"] == "PyTorch"].iloc[0]
+    assert row["mAP50-95"] == round(float(results[7]), 4) and row["mAP50-95"] > 0
+    with pytest.raises(UserError, match="a classification model; .*classify/val.py"):
+        bench.run(weights=weights_dir / f"{CLS}.pt", imgsz=CLS_IMG, device="cpu", pt_only=True)
+
+
 @torch_only
 @pytest.mark.slow
 def test_cli_export_and_detection_val_one_line(exported, tmp_path):
