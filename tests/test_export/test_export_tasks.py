@@ -170,7 +170,7 @@ def test_every_format_matches_the_pt_model(exported, shared_dir, dnn):
 
 
 @torch_only
-def test_dynamic_segmentation_onnx_takes_other_batches_and_sizes(weights_dir, tmp_path):
+def test_dynamic_onnx_takes_other_batches_and_sizes(weights_dir, tmp_path):
     import onnxruntime
 
     import export
@@ -181,6 +181,11 @@ def test_dynamic_segmentation_onnx_takes_other_batches_and_sizes(weights_dir, tm
     assert [o.shape[0] for o in session.get_outputs()] == ["batch", "batch"]
     y0, y1 = session.run(None, {"images": np.zeros((2, 3, 96, 128), np.float32)})
     assert y0.shape == (2, 3 * (12 * 16 + 6 * 8 + 3 * 4), 117) and y1.shape == (2, 32, 24, 32)
+    w = tmp_path / f"{CLS}.pt"
+    shutil.copy(weights_dir / f"{CLS}.pt", w)
+    (f,) = export.run(weights=str(w), imgsz=[CLS_IMG], include=("onnx",), dynamic=True)
+    session = onnxruntime.InferenceSession(f, providers=["CPUExecutionProvider"])
+    assert session.run(None, {"images": np.zeros((3, 3, 64, 96), np.float32)})[0].shape == (3, 10)
 
 
 @torch_only

@@ -16,7 +16,7 @@ def export_onnx(prepared, file, opset=17, dynamic=False, simplify=False, prefix=
     f = file.with_suffix(".onnx")
     model, im = prepared.model, prepared.im
     axes, output_names = None, ONNX_OUTPUTS[prepared.task]
-    if dynamic:  # the official axes: a classifier's logits keep a fixed batch, as official exports them
+    if dynamic:  # the official axes; a classifier's output is not named (the exporter still makes its batch symbolic)
         axes = {"images": {0: "batch", 2: "height", 3: "width"}}
         if prepared.task in ("detect", "segment"):
             axes["output0"] = {0: "batch", 1: "anchors"}
