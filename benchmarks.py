@@ -13,6 +13,11 @@ A format that cannot export or run here gets an empty row and one line saying wh
 TPU its compiler, CoreML inference macOS, TF.js a JavaScript runtime). The table is also written as CSV to
 runs/benchmarks/<weights stem>.csv. --hard-fail: a failed format exits 1; --hard-fail FLOOR: so does any mAP50-95
 below FLOOR.
+
+A segmentation checkpoint is validated by segment/val.py and its row shows the mask mAP50-95, as official:
+    python benchmarks.py --weights yolov5n-seg.pt --data coco128-seg.yaml --img 320
+(it exports to TorchScript, ONNX and OpenVINO; the other rows say so). Classification checkpoints are one line:
+official benchmarks.py does not validate them either; run classify/val.py on each export.
 """
 import argparse
 import platform
@@ -68,12 +73,21 @@ def run(weights=ROOT / "yolov5s.pt", imgsz=640, batch_size=1, data=ROOT / "data/
 
     import export
     import val
+    from models.experimental import attempt_load
+    from models.tasks import model_task
+    from segment import val as segment_val
     from utils.backend import select_device
     t = time.time()
     device = select_device(device)
     weights = Path(weights)
     if not weights.is_file():
         raise UserError(f"--weights {weights}: file not found; pass the path of a .pt checkpoint")
+    task = model_task(attempt_load(weights, fuse=False))  # which validation runs, as official picks it
+    if task == "classify":
+        raise UserError(f"--weights {weights}: a classification model; benchmarks.py validates detection and "
+                        "segmentation models (as official): export it with export.py and run classify/val.py on "
+                        "each file")
+    validate, metric = (segment_val.run, 7) if task == "segment" else (val.run, 3)  # mask / box mAP50-95
     rows = [(f[0], f[1], f[2]) for f in (*FORMATS, NCNN_FORMAT)]  # (name, --include argument, suffix)
     wanted = [] if pt_only else [a for _, a, _ in rows[1:] if a not in ("engine", "edgetpu") or device.type == "cuda"]
     # Two export.run calls: Paddle alone first, validated before anything loads TensorFlow (Paddle cannot load into a
@@ -101,10 +115,11 @@ def run(weights=ROOT / "yolov5s.pt", imgsz=640, batch_size=1, data=ROOT / "data/
         why = why or _not_run_here(argument, device)
         if why is None:
             try:
-                results, _, speed = val.run(data, w, batch_size, imgsz, plots=False, device=device, task="speed",
-                                            half=half, project=ROOT / "runs" / "benchmarks", name="val",
-                                            exist_ok=True)
-                table[name] = [name, round(_size_mb(w), 1), round(float(results[3]), 4), round(float(speed[1]), 2)]
+                results, _, speed = validate(data, w, batch_size, imgsz, plots=False, device=device, task="speed",
+                                             half=half, project=ROOT / "runs" / "benchmarks", name="val",
+                                             exist_ok=True)
+                table[name] = [name, round(_size_mb(w), 1), round(float(results[metric]), 4),
+                               round(float(speed[1]), 2)]
                 continue
             except Exception as e:  # one line per format, as ultralytics; the table goes on
                 why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

@@ -24,6 +24,11 @@ paddlepaddle, pnnx + ncnn, coremltools). A checkpoint trained under OneFlow is t
     YOLO_BACKEND=torch .venv-tf/bin/python export.py --weights best.pt --include saved_model tflite paddle ncnn
 Then: python detect.py --weights yolov5n.onnx, python val.py --weights yolov5n-fp16.tflite (models/multibackend.py;
 TensorFlow, Paddle and NCNN models run in .venv-tf).
+
+Segmentation and classification checkpoints (*-seg.pt, *-cls.pt) export to TorchScript, ONNX and OpenVINO, as
+official: a segmentation ONNX model has the outputs 'output0' (1, anchors, 5 + nc + 32) and 'output1', the prototypes
+(1, 32, h/4, w/4); a classifier's, 'output0' (1, nc). segment/val.py, segment/predict.py, classify/val.py and
+classify/predict.py run them.
 """
 import argparse
 import shutil
@@ -43,6 +48,7 @@ from utils.errors import UserError  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.export.formats import FORMATS, WRITTEN_HERE, format_name  # noqa: E402
 from utils.export.prepare import prepare  # noqa: E402
+from utils.export.task_outputs import TASK_FORMATS, scripts_for, task_name  # noqa: E402
 from utils.export.to_onnx import export_onnx  # noqa: E402
 from utils.export.to_openvino import export_openvino  # noqa: E402
 from utils.export.to_torchscript import export_torchscript  # noqa: E402
@@ -128,6 +134,15 @@ def export_checkpoint(weights, imgsz=(640, 640), batch_size=1, device="cpu", inc
 
     written, failed = [], []
     unavailable = [x for x in include if x not in WRITTEN_HERE]
+    if prepared.task != "detect":  # segmentation and classification: the formats below only, each other one line
+        if nms:
+            raise UserError(f"--nms: {file} is a {task_name(prepared.task)} model; NMS inside the graph is for "
+                            "detection models, export it without --nms")
+        for x in [x for x in include if x in WRITTEN_HERE and x not in TASK_FORMATS]:
+            LOGGER.info(f"{colorstr(format_name(x) + ':')} export failure ❌ {task_name(prepared.task)} models export "
+                        f"to {', '.join(TASK_FORMATS)} here (the {format_name(x)} converter takes detection models)")
+            failed.append(x)
+        include = [x for x in include if x not in failed]
     warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)  # shape-dependent Python branches are fixed
     if "torchscript" in include:
         f = _attempt(colorstr("TorchScript:"), file.with_suffix(".torchscript"),
@@ -151,11 +166,14 @@ def export_checkpoint(weights, imgsz=(640, 640), batch_size=1, device="cpu", inc
     written = [str(x) for x in written]
     if written:
         h = "--half" if half else ""
+        folder, predict = scripts_for(prepared.task)  # each task's own scripts, as official prints them
+        hub = "" if prepared.task == "detect" else \
+            f"  # {task_name(prepared.task)} models are not AutoShape compatible: hub returns the model itself"
         LOGGER.info(f"\nExport complete ({time.time() - t:.1f}s)"
                     f"\nResults saved to {colorstr('bold', file.parent.resolve())}"
-                    f"\nDetect:          python detect.py --weights {written[-1]} {h}"
-                    f"\nValidate:        python val.py --weights {written[-1]} {h}"
-                    f"\nPyTorch Hub:     model = torch.hub.load('.', 'custom', '{written[-1]}', source='local')"
+                    f"\nDetect:          python {folder}{predict} --weights {written[-1]} {h}"
+                    f"\nValidate:        python {folder}val.py --weights {written[-1]} {h}"
+                    f"\nPyTorch Hub:     model = torch.hub.load('.', 'custom', '{written[-1]}', source='local'){hub}"
                     f"\nVisualize:       https://netron.app")
     return written, failed, unavailable
 

@@ -80,9 +80,18 @@ def _is_export_folder(path):
 
 
 def _inference_model(weights, device, fuse):
-    """The multi-format loader (it also runs .torchscript/.onnx exports)."""
+    """The multi-format loader (it also runs .torchscript/.onnx exports), for any task's model as official."""
+    from models.from_record import build_any_model  # framework choice: on the first model built
     from models.multibackend import DetectMultiBackend  # framework choice: on the first model built
-    return DetectMultiBackend(weights, device=device, fuse=fuse)
+    return DetectMultiBackend(weights, device=device, fuse=fuse, build_model=build_any_model)
+
+
+_NOT_AUTOSHAPE = {  # models AutoShape cannot wrap (it post-processes detections): returned unwrapped, as official
+    "classify": "YOLOv5 classification models are not AutoShape compatible: the model itself is returned; pass it "
+                "float tensors of shape (b, 3, h, w), e.g. (1, 3, 224, 224), and read its logits (b, nc).",
+    "segment": "YOLOv5 segmentation models are not AutoShape compatible: the model itself is returned (predictions "
+               "and prototypes); segment/predict.py draws their masks.",
+}
 
 
 def _model_config(name):
@@ -115,9 +124,10 @@ def _create(name, pretrained=True, channels=3, classes=80, autoshape=True, verbo
     """A model by official name ('yolov5s') or checkpoint path ('path/to/best.pt').
 
     pretrained with 3 channels and 80 classes: the checkpoint as it is, wrapped in AutoShape when autoshape (paths,
-    PIL images and arrays in, Detections out). Otherwise: an untrained DetectionModel from models/<name>.yaml with
-    `channels` and `classes`, given the checkpoint's matching weights when pretrained (no AutoShape, as in the
-    official hubconf: such a model is meant for training)."""
+    PIL images and arrays in, Detections out) and a detection model; segmentation and classification models (any
+    format) come back as the DetectMultiBackend itself, with a warning, as official. Otherwise: an untrained
+    DetectionModel from models/<name>.yaml with `channels` and `classes`, given the checkpoint's matching weights
+    when pretrained (no AutoShape, as in the official hubconf: such a model is meant for training)."""
     from utils.backend import select_device  # framework choice: on the first model built, not when hub lists us
     previous_level = LOGGER.level
     if not verbose:
@@ -129,7 +139,9 @@ def _create(name, pretrained=True, channels=3, classes=80, autoshape=True, verbo
         path = name.with_suffix(".pt") if name.suffix == "" and not _is_export_folder(name) else name
         if pretrained and channels == 3 and classes == 80:
             model = _inference_model(find_weights(path), device, fuse=autoshape)
-            if autoshape:
+            if autoshape and model.task in _NOT_AUTOSHAPE:
+                LOGGER.warning(f"WARNING ⚠️ {_NOT_AUTOSHAPE[model.task]}")
+            elif autoshape:
                 from models.autoshape import AutoShape  # framework choice: on the first model built
                 model = AutoShape(model, verbose=verbose)
         else:
@@ -143,7 +155,8 @@ def _create(name, pretrained=True, channels=3, classes=80, autoshape=True, verbo
 
 
 def custom(path="path/to/model.pt", autoshape=True, _verbose=True, device=None):
-    """A model from a checkpoint file (this project's or an official one), wrapped in AutoShape when autoshape."""
+    """A model from a checkpoint file (this project's or an official one) or an export, wrapped in AutoShape when
+    autoshape and a detection model (segmentation and classification models: the model itself, as official)."""
     return _create(path, autoshape=autoshape, verbose=_verbose, device=device)
 
 

@@ -58,7 +58,7 @@ def run(weights=ROOT / "yolov5s-cls.pt", source=ROOT / "data/images", data=ROOT 
     save_img = not nosave and not source.endswith(".txt")
     imgsz = list(imgsz) if isinstance(imgsz, (list, tuple)) else [imgsz, imgsz]
     model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, data=data, imgsz=imgsz,
-                              build_model=build_any_model)
+                              task="classify")
     transform = partial(classify_transform, size=imgsz[0])
     if stream:
         from utils.streams import LoadStreams

@@ -28,7 +28,6 @@ from utils.signals import exit_on_user_error  # noqa: E402
 from utils.evaluation.runner import model_device  # noqa: E402
 from utils.log import LOGGER, colorstr  # noqa: E402
 from utils.paths import increment_path  # noqa: E402
-from models.from_record import build_any_model  # noqa: E402
 from utils.inference import load_model  # noqa: E402
 from utils.inference.profile import Profile  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
@@ -57,7 +56,7 @@ def run(data=ROOT / "../datasets/mnist", weights=ROOT / "yolov5s-cls.pt", batch_
         device = select_device(device, batch_size=batch_size)
         save_dir = increment_path(Path(project) / name, exist_ok=exist_ok, mkdir=True)
         model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, imgsz=imgsz,
-                                  build_model=build_any_model)
+                                  task="classify")
         half = model.fp16
         if not (model.pt or model.jit):
             batch_size = 1

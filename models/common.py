@@ -310,3 +310,35 @@ class Expand(nn.Module):
         g = self.gain
         x = x.view(b, g, g, c // g ** 2, h, w).permute(0, 3, 4, 1, 5, 2).contiguous()
         return x.view(b, c // g ** 2, h * g, w * g)
+
+
+class Proto(nn.Module):
+    """The prototype branch: 3x3 conv, 2x nearest upsample, 3x3 conv, 1x1 conv to c2 masks (1/4 of the input for a
+    P3 input)."""
+
+    def __init__(self, c1, c_=256, c2=32):
+        super().__init__()
+        self.cv1 = Conv(c1, c_, k=3)
+        self.upsample = nn.Upsample(scale_factor=2, mode="nearest")
+        self.cv2 = Conv(c_, c_, k=3)
+        self.cv3 = Conv(c_, c2)
+
+    def forward(self, x):
+        return self.cv3(self.cv2(self.upsample(self.cv1(x))))
+
+
+class Classify(nn.Module):
+    """Classification head: conv to 1280 channels (EfficientNet-B0's width), global average pool, dropout, linear."""
+
+    def __init__(self, c1, c2, k=1, s=1, p=None, g=1, dropout_p=0.0):
+        super().__init__()
+        c_ = 1280
+        self.conv = Conv(c1, c_, k, s, autopad(k, p), g)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.drop = nn.Dropout(p=dropout_p, inplace=True)
+        self.linear = nn.Linear(c_, c2)
+
+    def forward(self, x):
+        if isinstance(x, list):
+            x = torch.cat(x, 1)
+        return self.linear(self.drop(self.pool(self.conv(x)).flatten(1)))

@@ -26,7 +26,7 @@ class Ensemble(nn.ModuleList):
 def load_single(weights, device=None, inplace=True, fuse=True, build_model=build_any_model):
     """One checkpoint file -> float32 model in eval mode (fused when asked). build_model: the task's model builder
     (Task.build_model); by default any YOLOv5 task's model, as ultralytics' attempt_load loads whatever the file
-    holds (DetectMultiBackend, behind val.py and detect.py, passes detection's, which names other tasks' files)."""
+    holds (load_model, behind val.py and detect.py, passes detection's, which names other tasks' files)."""
     w = Path(weights)
     ckpt = load_any(w)  # plain data for both formats: ModelRecord with a numpy state dict
     level = LOGGER.level

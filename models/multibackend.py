@@ -1,9 +1,15 @@
 """DetectMultiBackend: the one loader every inference path runs models through (utils.inference.load_model for
-val.py, detect.py and Detector; hubconf.py for AutoShape).
+val.py, detect.py, Detector and the segment/ and classify/ scripts; hubconf.py for AutoShape).
 
     model = DetectMultiBackend("yolov5n.onnx", device=torch.device("cpu"))
     pred = model(im)          # im (b, 3, h, w) float in [0, 1] -> decoded predictions (b, anchors, 5 + nc)
     model.stride, model.names, model.pt, model.jit, model.onnx, model.fp16
+    model.task                # 'detect', 'segment' or 'classify': what the model does, from its outputs
+
+Segmentation models give a list [predictions (b, anchors, 5 + nc + nm), prototypes (b, nm, h/4, w/4)] (a .pt model
+in eval mode also its raw maps, as official), classifiers their logits (b, nc). A .pt file of any task loads, as
+official (build_model=models.from_record.build_model, which load_model passes for detection's scripts, takes
+detection checkpoints only and names the others' scripts).
 
 Formats (file names as export.py writes them):
     *.pt                  this project's or ultralytics' checkpoints, under either backend
@@ -29,12 +35,14 @@ import cv2
 import numpy as np
 
 from models.experimental import attempt_load
-from models.from_record import build_model
+from models.from_record import build_any_model
 from models.model_config import MAX_NC
+from models.tasks import model_task
 from utils.backend import cuda_available, from_numpy, is_cuda, nn, require_pytorch, select_device, to_numpy, torch
 from utils.errors import UserError
 from utils.export.formats import FLAGS, FORMATS, RUN_HERE, RUNNERS, RUNTIMES, model_type
-from utils.export.onnx_meta import read_onnx_info
+from utils.export.onnx_meta import read_onnx_info, read_onnx_outputs
+from utils.export.task_outputs import task_from_ranks
 from utils.export.to_openvino import import_openvino
 from utils.yaml_files import describe, read_yaml
 
@@ -127,7 +135,7 @@ def _refuse_nms_graph(w, meta):
 
 class DetectMultiBackend(nn.Module):
     def __init__(self, weights="yolov5s.pt", device=None, dnn=False, data=None, fp16=False, fuse=True,
-                 build_model=build_model):
+                 build_model=build_any_model):
         """build_model: how a .pt checkpoint's stored model is rebuilt (the task's Task.build_model)."""
         super().__init__()
         w = str(weights[0] if isinstance(weights, (list, tuple)) else weights)
@@ -144,6 +152,7 @@ class DetectMultiBackend(nn.Module):
         self.fp16 = bool(fp16) and cuda and (self.pt or self.jit)
         self.w, self.weights, self.data, self.fuse = w, weights, data, fuse
         self.model, self.input_shape, stride, names = None, None, 32, None
+        self.task = "detect"  # the runners' formats (TensorFlow, Paddle, NCNN) are exported from detection models
         if not self.pt and not flags["triton"] and not Path(w).exists():
             raise ModelLoadError(f"--weights {w}: not found; export it first (python export.py --weights <model>.pt "
                                  "--include onnx torchscript) or check the path")
@@ -159,6 +168,7 @@ class DetectMultiBackend(nn.Module):
             names = model.module.names if hasattr(model, "module") else model.names
             model.half() if self.fp16 else model.float()
             self.model = model  # a submodule, so .to(), .half() and .eval() reach it
+            self.task = model_task(model)
         elif self.jit:
             stride, names = self._load_torchscript(w, device)
         elif self.dnn:
@@ -184,16 +194,34 @@ class DetectMultiBackend(nn.Module):
             raise ModelLoadError(f"--weights {w}: not a TorchScript model this PyTorch loads ({_first_line(e)}); "
                                  "re-export it with export.py --include torchscript") from None
         self.model.half() if self.fp16 else self.model.float()
-        if not extra_files["config.txt"]:
+        stride_names = self._torchscript_meta(w, extra_files["config.txt"])
+        self.task = self._torchscript_task(pytorch, device)
+        return stride_names
+
+    def _torchscript_meta(self, w, config):
+        if not config:
             return 32, None
         try:
-            d = json.loads(extra_files["config.txt"])
+            d = json.loads(config)
         except ValueError:
             d = None
         if not isinstance(d, dict):
             raise ModelLoadError(f"--weights {w}: its config.txt is not the JSON export.py writes; re-export it.")
         self.input_shape = tuple(d["shape"]) if isinstance(d.get("shape"), list) else None
         return _stride(d.get("stride"), w), _names_dict(d.get("names"), w)
+
+    def _torchscript_task(self, pytorch, device):
+        """From the traced graph's return type: detection returns a 1-tuple, segmentation a 2-tuple (predictions,
+        prototypes). A bare tensor is a classifier's logits, or the predictions of an export older than the
+        1-tuple: one forward pass on zeros of the recorded input shape tells them apart by rank."""
+        t = next(self.model.graph.outputs()).type()
+        if t.kind() == "TupleType":
+            return task_from_ranks([None] * len(t.elements()))
+        if not self.input_shape:
+            return "detect"
+        im = pytorch.zeros(*self.input_shape, device=device, dtype=pytorch.float16 if self.fp16 else pytorch.float32)
+        with pytorch.no_grad():
+            return task_from_ranks([self.model(im).dim()])
 
     def _load_onnxruntime(self, w, cuda):
         try:
@@ -210,6 +238,7 @@ class DetectMultiBackend(nn.Module):
             raise ModelLoadError(f"--weights {w}: onnxruntime cannot load it ({_first_line(e)}); re-export it with "
                                  "export.py --include onnx") from None
         self.output_names = [x.name for x in self.session.get_outputs()]
+        self.task = task_from_ranks(None if x.shape is None else len(x.shape) for x in self.session.get_outputs())
         inp = self.session.get_inputs()[0]
         self.input_name = inp.name
         self.input_shape = tuple(inp.shape) if all(isinstance(d, int) for d in inp.shape) else None
@@ -233,6 +262,12 @@ class DetectMultiBackend(nn.Module):
             log.setLogLevel(level)
         self.input_dtype = np.float32
         stride, names, self.input_shape = onnx_file_info(w)
+        try:
+            outputs = read_onnx_outputs(w)  # OpenCV's forward() gives the first output only: name them all
+        except ValueError as e:
+            raise ModelLoadError(f"--weights {w}: {e}; re-export it with export.py --include onnx") from None
+        self.output_names = [name for name, _ in outputs]
+        self.task = task_from_ranks(rank for _, rank in outputs)
         return stride, names
 
     def _load_openvino(self, w):
@@ -250,6 +285,8 @@ class DetectMultiBackend(nn.Module):
         ov_model = core.read_model(model=str(xml), weights=str(xml.with_suffix(".bin")))
         shape = ov_model.inputs[0].get_partial_shape()
         self.input_shape = tuple(d.get_length() for d in shape) if shape.is_static else None
+        ranks = (o.get_partial_shape().rank for o in ov_model.outputs)
+        self.task = task_from_ranks(r.get_length() if r.is_static else None for r in ranks)
         # f32 asked for: on CPUs with AMX or AVX512-BF16 (these machines) the CPU plugin otherwise runs in bf16, and
         # the boxes then move by up to a pixel against the PyTorch model's
         self.ov_compiled_model = core.compile_model(ov_model, device_name="CPU",
@@ -315,7 +352,8 @@ class DetectMultiBackend(nn.Module):
         if self.dnn:
             self.net.setInput(x)
             try:
-                return [self.net.forward()]
+                return [self.net.forward()] if len(self.output_names) < 2 else \
+                    list(self.net.forward(self.output_names))
             except cv2.error as e:
                 raise ModelLoadError(_opencv_refusal(self.w, e)) from None
         if self.onnx:

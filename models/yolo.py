@@ -1,4 +1,6 @@
-"""YOLOv5 detection model built from a declarative YAML.
+"""YOLOv5 models built from a declarative YAML: the Detect and Segment heads, DetectionModel, SegmentationModel, and
+ClassificationModel (a detection backbone cut at a layer, with models.common's Classify head), where official
+ultralytics/yolov5 defines them. models/tasks.py rebuilds the last two from checkpoint records.
 
 Usage: python models/yolo.py --cfg yolov5s.yaml   # prints the layer table, the summary and the fused summary
 """
@@ -12,8 +14,9 @@ from pathlib import Path
 if __name__ == "__main__" or str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # so `python models/yolo.py` finds utils/
 
-from models.common import (C3, C3SPP, C3TR, SPP, SPPF, Bottleneck, BottleneckCSP, C3Ghost, C3x, Concat, Contract, Conv,
-                           CrossConv, DWConv, DWConvTranspose2d, Expand, Focus, GhostBottleneck, GhostConv)
+from models.common import (C3, C3SPP, C3TR, SPP, SPPF, Bottleneck, BottleneckCSP, C3Ghost, C3x, Classify, Concat,
+                           Contract, Conv, CrossConv, DWConv, DWConvTranspose2d, Expand, Focus, GhostBottleneck,
+                           GhostConv, Proto)
 from models.model_config import ModelConfigError, check_args, check_channels, check_detect_args, check_model_dict
 from utils.backend import nn, select_device, torch
 from utils.img_size import make_divisible
@@ -77,13 +80,47 @@ class Detect(nn.Module):
         return grid, anchor_grid
 
 
+class Segment(Detect):
+    """Detect with nm mask coefficients per anchor and a Proto branch on the first (P3) input.
+
+    Outputs: training (raw maps, protos); eval (decoded (b, n, 5 + nc + nm), protos, raw maps); export (decoded,
+    protos). Box and objectness/class columns are decoded as Detect's, the mask coefficients stay raw."""
+
+    def __init__(self, nc=80, anchors=(), nm=32, npr=256, ch=(), inplace=True):
+        super().__init__(nc, anchors, ch, inplace)
+        self.nm = nm  # masks (coefficients per anchor)
+        self.npr = npr  # prototype channels
+        self.no = 5 + nc + nm
+        self.m = nn.ModuleList(nn.Conv2d(x, self.no * self.na, 1) for x in ch)
+        self.proto = Proto(ch[0], self.npr, self.nm)
+
+    @staticmethod
+    def scale_yaml_args(args, width_multiple, make_divisible, ch_mul):
+        """parse_model: the prototype channel count (args[3]) follows the width multiple, as official."""
+        args[3] = make_divisible(args[3] * width_multiple, ch_mul)
+        return args
+
+    def forward(self, x):
+        p = self.proto(x[0])
+        out = super().forward(x)
+        if self.training:
+            return out, p
+        return (out[0], p) if self.export else (out[0], p, out[1])
+
+    def _decode(self, xi, i):
+        xy, wh, conf, mask = xi.split((2, 2, self.nc + 1, self.nm), 4)
+        xy = (xy.sigmoid() * 2 + self.grid[i]) * self.stride[i]
+        wh = (wh.sigmoid() * 2) ** 2 * self.anchor_grid[i]
+        return torch.cat((xy, wh, conf.sigmoid(), mask), 4)
+
+
 # YAML module names -> classes. An explicit table instead of eval(): a config can name nothing else.
 MODULES = {
     "Conv": Conv, "DWConv": DWConv, "Bottleneck": Bottleneck, "BottleneckCSP": BottleneckCSP, "C3": C3,
     "SPP": SPP, "SPPF": SPPF, "Focus": Focus, "Concat": Concat, "Detect": Detect,
     "GhostConv": GhostConv, "GhostBottleneck": GhostBottleneck, "C3Ghost": C3Ghost, "C3TR": C3TR, "C3SPP": C3SPP,
     "C3x": C3x, "CrossConv": CrossConv, "DWConvTranspose2d": DWConvTranspose2d, "Contract": Contract,
-    "Expand": Expand,
+    "Expand": Expand, "Segment": Segment, "Proto": Proto, "Classify": Classify,
     "nn.Upsample": nn.Upsample, "nn.BatchNorm2d": nn.BatchNorm2d, "nn.Identity": nn.Identity,
     "nn.MaxPool2d": nn.MaxPool2d, "nn.ZeroPad2d": nn.ZeroPad2d, "nn.ConvTranspose2d": nn.ConvTranspose2d,
 }
@@ -122,8 +159,7 @@ def parse_model(d, ch):
     layers, save, c2 = [], [], ch[-1]
     for i, (f, n, name, args) in enumerate(d["backbone"] + d["head"]):
         if name not in MODULES:
-            raise ModelConfigError(f"{where}: layer {i}: unknown module {name!r}; known: {', '.join(sorted(MODULES))} "
-                                   "(Segment, Proto and Classify: import models.tasks, or build a SegmentationModel)")
+            raise ModelConfigError(f"{where}: layer {i}: unknown module {name!r}; known: {', '.join(sorted(MODULES))}")
         try:
             m_, c2, args, n_ = _build_layer(i, f, n, name, args, d, ch, gd, gw, ch_mul, no, where)
         except (TypeError, ValueError, IndexError, AttributeError, ArithmeticError, RuntimeError, AssertionError) as e:
@@ -162,7 +198,7 @@ def _build_layer(i, f, n, name, args, d, ch, gd, gw, ch_mul, no, where):
         args = [ch[f]]
     elif m is Concat:
         c2 = sum(ch[x] for x in f)
-    elif _is_head(m):  # Detect, and Segment (models/tasks.py)
+    elif _is_head(m):  # Detect and Segment
         check_detect_args(i, args, where)
         args.append([ch[x] for x in f])
         if isinstance(args[1], int):  # number of anchors per level: placeholder anchors
@@ -306,6 +342,55 @@ class DetectionModel(nn.Module):
 
 
 Model = DetectionModel  # the name ultralytics users import
+
+
+class SegmentationModel(DetectionModel):
+    """A DetectionModel whose YAML ends in a Segment head (models/segment/yolov5*-seg.yaml)."""
+
+    def __init__(self, cfg="yolov5s-seg.yaml", ch=3, nc=None, anchors=None):
+        super().__init__(cfg, ch, nc, anchors)
+
+    def _stride_maps(self, outs):
+        return outs[0]  # training mode: (maps, protos); the strides come from the maps
+
+
+class ClassificationModel(nn.Module):
+    """A classifier: the first `cutoff` layers of a detection network with a Classify head in place of the last.
+
+    model: a DetectionModel (or a DetectMultiBackend around one) whose layers are reused, weights and all;
+    cfg: a model YAML (or dict) to build that network from instead. Official ultralytics takes only model=."""
+
+    def __init__(self, cfg=None, model=None, nc=1000, cutoff=10):
+        super().__init__()
+        if model is None:
+            if cfg is None:
+                raise ValueError("ClassificationModel needs a detection model (model=) or a model YAML (cfg=)")
+            model = DetectionModel(cfg)
+        self._from_detection_model(model, nc, cutoff)
+
+    def _from_detection_model(self, model, nc=1000, cutoff=10):
+        model = getattr(model, "model", model) if not isinstance(model, DetectionModel) else model  # unwrap
+        layers = list(model.model.children())[:cutoff]
+        last = layers[-1]
+        ch = last.conv.in_channels if hasattr(last, "conv") else last.cv1.conv.in_channels  # channels into it
+        head = Classify(ch, nc)
+        head.i, head.f, head.type = last.i, last.f, "models.common.Classify"
+        layers[-1] = head
+        self.model = nn.Sequential(*layers)
+        stride = getattr(model, "stride", None)
+        self.stride = stride if stride is not None else torch.tensor([32.0])
+        self.save = []
+        self.nc = nc
+        initialize_weights(head)
+
+    def forward(self, x, augment=False, profile=False, visualize=False):
+        return DetectionModel._forward_once(self, x, visualize)
+
+    def fuse(self):
+        return DetectionModel.fuse(self)
+
+    def info(self, verbose=False, img_size=640):
+        LOGGER.info(model_summary(self, img_size=img_size, verbose=verbose))
 
 
 def initialize_weights(model):

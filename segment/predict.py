@@ -22,7 +22,6 @@ if __name__ == "__main__":
 
 import numpy as np  # noqa: E402
 
-import models.tasks  # noqa: E402,F401  (registers Segment for the model YAMLs)
 from utils.backend import inference_mode, to_numpy  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.boxes import scale_boxes  # noqa: E402
@@ -70,7 +69,7 @@ def run(weights=ROOT / "yolov5s-seg.pt", source=ROOT / "data/images", data=ROOT 
     save_img = not nosave and not source.endswith(".txt")
     imgsz = list(imgsz) if isinstance(imgsz, (list, tuple)) else [imgsz, imgsz]
     model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, data=data, imgsz=imgsz,
-                              build_model=build_any_model)
+                              task="segment")
     dataset = open_source(source, stream, imgsz, stride=model.stride, auto=model.pt, vid_stride=vid_stride)
     bs = len(dataset) if stream else 1
     save_dir = increment_path(Path(project) / name, exist_ok=exist_ok, mkdir=True)

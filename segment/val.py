@@ -25,7 +25,6 @@ from utils import signals  # noqa: E402
 if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on is only recorded (utils/signals.py)
     signals.install("val")
 
-import models.tasks  # noqa: E402,F401  (registers Segment for the model YAMLs)
 from utils.backend import inference_mode, select_device, to_numpy, torch  # noqa: E402
 from utils.errors import UserError  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
@@ -34,7 +33,6 @@ from utils.evaluation.runner import model_device, model_names  # noqa: E402
 from utils.log import LOGGER, colorstr  # noqa: E402
 from utils.nms import non_max_suppression  # noqa: E402
 from utils.paths import increment_path  # noqa: E402
-from models.from_record import build_any_model  # noqa: E402
 from utils.inference import load_model  # noqa: E402
 from utils.inference.profile import Profile, ms_per_image  # noqa: E402
 from utils.inference.steps import preprocess  # noqa: E402
@@ -60,11 +58,14 @@ def _progress(dataloader):
 
 
 def mask_count(model):
-    """Mask coefficients per detection: the Segment head's nm for a .pt model, else the official default 32."""
-    inner = getattr(model, "model", model)
-    head = getattr(getattr(inner, "model", None), "__getitem__", None)
+    """Mask coefficients per detection: the Segment head's nm for a model built here (training's, or a .pt file's
+    behind DetectMultiBackend), else the official default 32 (exported models)."""
+    if hasattr(model, "pt"):  # DetectMultiBackend
+        if not model.pt:
+            return 32
+        model = model.model
     try:
-        return int(inner.model[-1].nm) if head is not None else 32
+        return int(model.model[-1].nm)
     except (AttributeError, IndexError, TypeError):
         return 32
 
@@ -135,7 +136,7 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
         save_dir = increment_path(Path(project) / name, exist_ok=exist_ok, mkdir=True)
         (save_dir / "labels" if save_txt else save_dir).mkdir(parents=True, exist_ok=True)
         model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, data=data, imgsz=imgsz,
-                                  build_model=build_any_model)
+                                  task="segment")
         pt, half = model.pt, model.fp16
         nm = mask_count(model)
         if not (pt or model.jit):

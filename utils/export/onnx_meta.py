@@ -1,9 +1,9 @@
-"""The metadata (stride, names) and input shape of an .onnx file, read without the onnx package: the OpenCV DNN
-runtime (--dnn) runs ONNX models in environments that have neither onnx nor onnxruntime (OneFlow's).
+"""The metadata (stride, names), input shape and outputs of an .onnx file, read without the onnx package: the OpenCV
+DNN runtime (--dnn) runs ONNX models in environments that have neither onnx nor onnxruntime (OneFlow's).
 
 An .onnx file is one protobuf ModelProto. Only the fields needed are decoded: metadata_props (14) of
-StringStringEntryProto {key 1, value 2}, and graph (7) -> input (11) -> type (2) -> tensor_type (1) -> shape (2) ->
-dim (1) -> dim_value (1)."""
+StringStringEntryProto {key 1, value 2}, and graph (7) -> input (11) / output (12) -> ValueInfoProto {name (1),
+type (2) -> tensor_type (1) -> shape (2) -> dim (1) -> dim_value (1)}."""
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 
@@ -61,6 +61,33 @@ def read_onnx_info(path):
         raise ValueError(f"{path} is not a well-formed ONNX model ({type(e).__name__})") from None
 
 
+def read_onnx_outputs(path):
+    """[(name, rank or None)] of the graph's outputs, in order; a damaged file raises ValueError naming it."""
+    with open(path, "rb") as f:
+        buf = memoryview(f.read())
+    try:
+        graph = _first(buf, 7)
+        outputs = [v for f, v in _fields(graph) if f == 12 and isinstance(v, memoryview)] if graph is not None else []
+        found = []
+        for out in outputs:
+            shape = _value_shape(out)
+            found.append((_text(dict(_fields(out)), 1), None if shape is None else len(shape)))
+        return found
+    except (ValueError, IndexError, TypeError) as e:
+        raise ValueError(f"{path} is not a well-formed ONNX model ({type(e).__name__})") from None
+
+
+def _value_shape(value_info):
+    """A ValueInfoProto's tensor shape: a tuple with None for symbolic dims, or None when it records none."""
+    t = _first(value_info, 2) if value_info is not None else None
+    tensor = _first(t, 1) if t is not None else None
+    shp = _first(tensor, 2) if tensor is not None else None
+    if shp is None:
+        return None
+    dims = (dict(_fields(d)).get(1) for f, d in _fields(shp) if f == 1 and isinstance(d, memoryview))
+    return tuple(d if isinstance(d, int) else None for d in dims)
+
+
 def _parse(buf):
     meta, shape = {}, None
     for field, value in _fields(buf):
@@ -68,11 +95,5 @@ def _parse(buf):
             entry = dict(_fields(value))
             meta[_text(entry, 1)] = _text(entry, 2)
         elif field == 7:  # graph
-            inp = _first(value, 11)
-            t = _first(inp, 2) if inp is not None else None
-            tensor = _first(t, 1) if t is not None else None
-            shp = _first(tensor, 2) if tensor is not None else None
-            if shp is not None:
-                dims = (dict(_fields(d)).get(1) for f, d in _fields(shp) if f == 1 and isinstance(d, memoryview))
-                shape = tuple(d if isinstance(d, int) else None for d in dims)
+            shape = _value_shape(_first(value, 11))
     return meta, shape

@@ -1,9 +1,11 @@
-"""A checkpoint made ready for tracing, as ultralytics' export does it: fp32 weights loaded, BatchNorm fused, eval
-mode, Detect in export mode (it returns only the decoded predictions, shape (batch, anchors, 5 + nc)), grids
+"""A checkpoint made ready for tracing, as ultralytics' export does it: fp32 weights loaded (any task's model),
+BatchNorm fused, eval mode, Detect in export mode (it returns only the decoded predictions, shape (batch, anchors,
+5 + nc); Segment also the prototypes (batch, nm, h/4, w/4); a classifier returns its logits (batch, nc)), grids
 rebuilt from the input's shape on every call for --dynamic, two dry runs, then fp16 for --half."""
 from dataclasses import dataclass
 
 from models.experimental import attempt_load
+from models.tasks import model_task
 from models.yolo import Detect
 from utils.backend import inference_mode, select_device, torch
 from utils.errors import UserError
@@ -16,10 +18,11 @@ class ExportError(UserError):
 
 @dataclass
 class Prepared:
-    model: object  # the DetectionModel, in export mode
+    model: object  # the DetectionModel, SegmentationModel or ClassificationModel, in export mode
     im: object  # the example input the exporters trace with, zeros of shape (batch, ch, h, w)
     output_shape: tuple
     metadata: dict  # {"stride": int, "names": {i: name}}: what every exported file carries
+    task: str = "detect"  # 'detect', 'segment' or 'classify' (utils/export/task_outputs.py)
 
 
 def check_export_options(device, half, dynamic, optimize):
@@ -62,4 +65,4 @@ def prepare(weights, device="cpu", imgsz=(640, 640), batch_size=1, half=False, i
         im, model = im.half(), model.half()
     names = model.names if isinstance(model.names, dict) else dict(enumerate(model.names))
     metadata = {"stride": gs, "names": names}
-    return Prepared(model, im, tuple((y[0] if isinstance(y, tuple) else y).shape), metadata)
+    return Prepared(model, im, tuple((y[0] if isinstance(y, tuple) else y).shape), metadata, model_task(model))

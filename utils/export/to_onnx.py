@@ -1,9 +1,11 @@
 """ONNX through PyTorch's TorchScript-based exporter (what ultralytics uses; the newer torch.export-based one needs
-onnxscript), input 'images', output 'output0', metadata props 'stride' and 'names' as Python literals."""
+onnxscript), input 'images', outputs 'output0' (segmentation: and the prototypes 'output1'), metadata props 'stride'
+and 'names' as Python literals."""
 import inspect
 import warnings
 
 from utils.backend import require_pytorch
+from utils.export.task_outputs import ONNX_OUTPUTS
 from utils.log import LOGGER
 
 
@@ -13,9 +15,13 @@ def export_onnx(prepared, file, opset=17, dynamic=False, simplify=False, prefix=
     import onnx  # optional dependency: the PyTorch environment installs it
     f = file.with_suffix(".onnx")
     model, im = prepared.model, prepared.im
-    axes = None
-    if dynamic:
-        axes = {"images": {0: "batch", 2: "height", 3: "width"}, "output0": {0: "batch", 1: "anchors"}}
+    axes, output_names = None, ONNX_OUTPUTS[prepared.task]
+    if dynamic:  # the official axes; a classifier's output is not named (the exporter still makes its batch symbolic)
+        axes = {"images": {0: "batch", 2: "height", 3: "width"}}
+        if prepared.task in ("detect", "segment"):
+            axes["output0"] = {0: "batch", 1: "anchors"}
+        if prepared.task == "segment":
+            axes["output1"] = {0: "batch", 2: "mask_height", 3: "mask_width"}
         model, im = model.cpu(), im.cpu()  # as ultralytics: dynamic axes are exported from the CPU
     metadata = prepared.metadata
     if nms is not None:
@@ -26,7 +32,7 @@ def export_onnx(prepared, file, opset=17, dynamic=False, simplify=False, prefix=
     kwargs = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     with warnings.catch_warnings():  # the legacy exporter warns on each call that a newer one exists: chosen here
         warnings.filterwarnings("ignore", category=DeprecationWarning)
-        torch.onnx.export(model, im, str(f), opset_version=opset, input_names=["images"], output_names=["output0"],
+        torch.onnx.export(model, im, str(f), opset_version=opset, input_names=["images"], output_names=output_names,
                           dynamic_axes=axes, do_constant_folding=True, **kwargs)
     model_onnx = onnx.load(str(f))
     onnx.checker.check_model(model_onnx)
