@@ -7,7 +7,8 @@ Usage - single process (CPU or one GPU):
     $ python classify/train.py --model yolov5n.yaml --data ../datasets/shapes-cls --img 64   # from scratch
     $ python classify/train.py --resume                  # continue the most recent run from its last.pt
 Usage - DDP (one process per GPU; --batch-size is the total):
-    $ python -m torch.distributed.run --nproc_per_node 2 classify/train.py --model yolov5s-cls.pt --data ... --device 0,1
+    $ python -m torch.distributed.run --nproc_per_node 2 classify/train.py --model yolov5s-cls.pt --data ... \
+          --device 0,1
 
 --data is an ImageFolder root holding train/<class>/<image> and val/<class>/<image> (or test/); this project
 downloads nothing. --model is a classification checkpoint, a detection checkpoint (cut at --cutoff into a
