@@ -82,7 +82,7 @@ def smart_optimizer(model, name="Adam", lr=0.001, momentum=0.9, decay=1e-5, fuse
     elif name == "SGD":
         opt = torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=True, **kw)
     elif name == "RMSProp":  # classify/train.py's fourth choice
-        opt = torch.optim.RMSprop(groups, lr=lr, momentum=momentum, **kw)
+        opt = backend.RMSprop(groups, lr=lr, momentum=momentum, **kw)  # OneFlow's own takes no momentum
     else:
         raise NotImplementedError(f"Optimizer {name} not implemented: use SGD, Adam or AdamW (classification: or "
                                   "RMSProp).")

@@ -257,3 +257,29 @@ def test_kill_and_resume_matches_uninterrupted(reference_run, tiny_cls, tmp_path
     # a finished run is not resumed
     again = _train(["--resume", str(run_dir / "weights" / "last.pt")])
     assert again.returncode == 1 and "cannot be resumed" in again.stderr
+
+
+@pytest.mark.parametrize("momentum,centered,wd", [(0.9, False, 5e-5), (0.0, True, 0.0)])
+def test_rmsprop_is_torchs_update(momentum, centered, wd):
+    """backend.RMSprop (OneFlow: the backend's own, as 0.9.0's refuses momentum) follows torch.optim.RMSprop's maths:
+    eps after the square root, a momentum buffer, weight decay added to the gradient."""
+    from utils import backend
+    from utils.backend import torch
+    rng = np.random.default_rng(0)
+    w0, grads = rng.normal(size=5).astype(np.float32), rng.normal(size=(4, 5)).astype(np.float32)
+    lr, alpha, eps = 0.01, 0.99, 1e-8
+    w, sq, ga, buf = w0.astype(np.float64), np.zeros(5), np.zeros(5), np.zeros(5)
+    for g in grads:
+        g = g + wd * w
+        sq = alpha * sq + (1 - alpha) * g * g
+        if centered:
+            ga = alpha * ga + (1 - alpha) * g
+        avg = np.sqrt(sq - ga * ga if centered else sq) + eps
+        buf = momentum * buf + g / avg
+        w = w - lr * (buf if momentum else g / avg)
+    p = torch.nn.Parameter(torch.tensor(w0))
+    opt = backend.RMSprop([p], lr=lr, alpha=alpha, eps=eps, weight_decay=wd, momentum=momentum, centered=centered)
+    for g in grads:
+        p.grad = torch.tensor(g)
+        opt.step()
+    np.testing.assert_allclose(p.detach().numpy(), w, rtol=1e-5, atol=1e-6)
