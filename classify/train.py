@@ -38,7 +38,7 @@ from utils.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 from utils.checkpoint.run_options import CONSENT_OPTIONS, without_consent  # noqa: E402
 from utils.distributed import DistContext, process_group  # noqa: E402
 from utils.distributed.launch import training_device  # noqa: E402
-from utils.engine.classify_build import build_classification_training  # noqa: E402
+from utils.engine.classify_build import build_classification_training, check_model_arg, dataset_splits  # noqa: E402
 from utils.engine.errors import TrainingError  # noqa: E402
 from utils.engine.run import train  # noqa: E402
 from utils.engine.saved_options import check_saved_options  # noqa: E402
@@ -129,6 +129,8 @@ def main(opt):
     else:
         opt.data, opt.model, opt.project = str(opt.data), str(opt.model), str(opt.project)
         opt.weights = ""
+        dataset_splits(opt.data)  # bad --data or --model: one line, before any run folder is made
+        check_model_arg(opt.model)
         try:  # making the folder is the claim; only rank 0 writes to it
             opt.save_dir = str(increment_path(Path(opt.project) / opt.name, exist_ok=opt.exist_ok,
                                               mkdir=dist.is_main))

@@ -5,7 +5,6 @@ best.pt with this project's top-1/top-5, and --resume after a SIGKILL ending wit
 import os
 import shutil
 import subprocess
-import sys
 import time
 from argparse import Namespace
 from pathlib import Path
@@ -283,3 +282,15 @@ def test_rmsprop_is_torchs_update(momentum, centered, wd):
         p.grad = torch.tensor(g)
         opt.step()
     np.testing.assert_allclose(p.detach().numpy(), w, rtol=1e-5, atol=1e-6)
+
+
+def test_bad_data_or_model_stops_before_the_run_folder(tmp_path, tiny_cls):
+    """One line (a TrainingError: exit 1 in the entry script) and no run folder left behind."""
+    from classify import train
+    from utils.engine.errors import TrainingError
+    project = tmp_path / "runs"
+    for kw, match in (({"data": str(tmp_path / "none"), "model": "yolov5n.yaml"}, "not a folder"),
+                      ({"data": str(tiny_cls), "model": str(tmp_path / "x.pt")}, "downloads nothing")):
+        with pytest.raises(TrainingError, match=match):
+            train.run(project=str(project), **kw)
+    assert not project.exists()

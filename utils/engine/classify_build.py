@@ -19,7 +19,6 @@ from pathlib import Path
 from models.experimental import attempt_load
 from models.tasks import ClassificationModel, Classify
 from models.yolo import DetectionModel
-from utils import backend
 from utils.backend import nn
 from utils.classify.dataset import ClassificationDataError, find_classes
 from utils.data import EarlyStartLoader
@@ -56,20 +55,28 @@ def dataset_splits(data):
     return root, train, val
 
 
+def check_model_arg(name):
+    """TrainingError unless --model names a checkpoint file or a model YAML (checked before the run folder is made)."""
+    path = Path(str(name))
+    if path.suffix in (".yaml", ".yml"):
+        return
+    if not path.is_file():
+        raise TrainingError(f"--model {name} not found (this project downloads nothing): give a path to a "
+                            "yolov5*-cls.pt or yolov5*.pt file, or a detection model YAML such as yolov5n.yaml "
+                            "to train from scratch; torchvision models are not available here.")
+
+
 def classification_model(opt, nc):
     """The model to train from --model (see the module docstring), on the CPU, every parameter trainable."""
     name = str(opt.model)
     path = Path(name)
+    check_model_arg(name)
     if path.suffix in (".yaml", ".yml"):  # a detection YAML: the network, randomly initialised, cut at --cutoff
         try:
             model = ClassificationModel(cfg=name, nc=nc, cutoff=opt.cutoff or DEFAULT_CUTOFF)
         except (OSError, ValueError) as e:
             raise TrainingError(f"--model {name}: {e}") from None
-    elif path.is_file() or name.endswith(".pt"):
-        if not path.is_file():
-            raise TrainingError(f"--model {name} not found (this project downloads nothing): give a path to a "
-                                "yolov5*-cls.pt or yolov5*.pt file, or a detection model YAML such as yolov5n.yaml "
-                                "to train from scratch.")
+    else:
         model = attempt_load(path, device="cpu", fuse=False)
         if isinstance(model, DetectionModel):
             LOGGER.warning("WARNING ⚠️ pass YOLOv5 classifier model with '-cls' suffix, i.e. "
@@ -79,9 +86,6 @@ def classification_model(opt, nc):
             raise TrainingError(f"--model {name} holds a {type(model).__name__}, not a YOLOv5 classification or "
                                 "detection model.")
         reshape_classifier_output(model, nc)
-    else:
-        raise TrainingError(f"--model {name}: not a file. Give a yolov5*-cls.pt or yolov5*.pt checkpoint, or a "
-                            "detection model YAML (yolov5n.yaml...); torchvision models are not available here.")
     pretrained = str(opt.pretrained).lower() == "true"
     for m in model.modules():
         if not pretrained and hasattr(m, "reset_parameters"):
@@ -141,7 +145,7 @@ def build_classification_training(opt, hyp, device, dist=None, task_plugin=CLASS
     model = model.to(device)
     model.names, model.nc = list(names), nc  # official: the train folder's classes, as a list
     if dist.is_main:
-        model.info(img_size=opt.imgsz)
+        model.info()  # GFLOPs at 640 px, as official model_info prints them
         if opt.verbose:
             LOGGER.info(model)
 
