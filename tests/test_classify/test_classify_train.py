@@ -296,3 +296,22 @@ def test_bad_data_or_model_stops_before_the_run_folder(tmp_path, tiny_cls):
         with pytest.raises(TrainingError, match=match):
             train.run(project=str(project), **kw)
     assert not project.exists()
+
+
+def test_shapes_classification_generator(tmp_path):
+    """make_shapes.py --classify (make train-demo TASK=classify): an ImageFolder with the six classes in train/ and
+    val/, one crop per generated object, the same files for the same seed."""
+    import importlib.util
+    from utils.classify.dataset import find_classes, image_folder_samples
+    spec = importlib.util.spec_from_file_location("make_shapes", ROOT / "data" / "scripts" / "make_shapes.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    a = gen.make_shapes_cls(tmp_path / "a", n_train=4, n_val=2, size=96, seed=0)
+    b = gen.make_shapes_cls(tmp_path / "b", n_train=4, n_val=2, size=96, seed=0)
+    names = sorted(n.replace(" ", "_") for n in gen.NAMES)
+    for split, scenes in (("train", 4), ("val", 2)):
+        assert find_classes(a / split) == names
+        files = [Path(f).relative_to(a) for f, _ in image_folder_samples(a / split, names)]
+        assert scenes <= len(files) <= 5 * scenes  # 1-5 objects a scene
+        assert files == [Path(f).relative_to(b) for f, _ in image_folder_samples(b / split, names)]
+        assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)
