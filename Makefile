@@ -16,7 +16,7 @@ PY_oneflow := .venv-oneflow/bin/python
 PY_torch := .venv-torch/bin/python
 
 .PHONY: setup setup-oneflow setup-torch setup-tf test test-oneflow test-torch test-fast test-fast-torch test-fast-oneflow \
-	train-demo
+	train-demo train-demo-detect train-demo-classify
 
 setup:
 	bash scripts/setup.sh all
@@ -51,7 +51,21 @@ test-fast-torch: setup-torch
 test-fast-oneflow: setup-oneflow
 	bash scripts/test.sh oneflow -m "not slow"
 
+# TASK=detect (default) or TASK=classify (classify/train.py on an ImageFolder of shape crops)
+TASK ?= detect
+train-demo: train-demo-$(TASK)
+
 # data/shapes.yaml's download: is Python code (it runs data/scripts/make_shapes.py): the demo opts in to running it
-train-demo: setup-$(BACKEND)
+train-demo-detect: setup-$(BACKEND)
 	YOLO_ALLOW_DOWNLOAD_SCRIPTS=1 YOLO_BACKEND=$(BACKEND) $(PY_$(BACKEND)) train.py --data data/shapes.yaml \
 		--cfg yolov5n.yaml --weights '' --img $(IMG) --batch-size 16 --epochs $(EPOCHS) --workers 2 --device "$(DEVICE)"
+
+# Classification: the generator writes ../datasets/shapes-cls (train/ and val/, one crop per object of 120 + 40
+# scenes, 6 classes) the first time; yolov5n's backbone (cut at layer 10, as official) trains from scratch at 64 px.
+CLS_EPOCHS ?= 10
+CLS_DATA := ../datasets/shapes-cls
+train-demo-classify: setup-$(BACKEND)
+	test -d $(CLS_DATA)/train || $(PY_$(BACKEND)) data/scripts/make_shapes.py --classify --out $(CLS_DATA) \
+		--train 120 --val 40
+	YOLO_BACKEND=$(BACKEND) $(PY_$(BACKEND)) classify/train.py --model yolov5n.yaml --data $(CLS_DATA) --img 64 \
+		--batch-size 32 --epochs $(CLS_EPOCHS) --workers 2 --device "$(DEVICE)"

@@ -56,7 +56,7 @@ def to_torch_layout(state_dict, make_step):
         s = dict(s)
         if "momentum_buf" in s:
             s["momentum_buffer"] = s.pop("momentum_buf")
-        if "exp_avg" in s and step is not None:
+        if ("exp_avg" in s or "square_avg" in s) and step is not None:  # Adam(W), RMSprop: torch keeps a count
             s["step"] = make_step(float(step))
         new_state[i] = s
     new_groups = []

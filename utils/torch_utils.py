@@ -73,15 +73,19 @@ def smart_optimizer(model, name="Adam", lr=0.001, momentum=0.9, decay=1e-5, fuse
     groups = [{"params": biases, "weight_decay": 0.0},
               {"params": decay_w, "weight_decay": decay},
               {"params": norm_w, "weight_decay": 0.0}]
-    kw = backend.optimizer_kwargs(name, fused, device)  # fused/foreach step where the framework has one
+    # fused/foreach step where the framework has one ('RMSProp' is official classify/train.py's spelling)
+    kw = backend.optimizer_kwargs("RMSprop" if name == "RMSProp" else name, fused, device)
     if name == "Adam":
         opt = torch.optim.Adam(groups, lr=lr, betas=(momentum, 0.999), **kw)
     elif name == "AdamW":
         opt = torch.optim.AdamW(groups, lr=lr, betas=(momentum, 0.999), weight_decay=0.0, **kw)
     elif name == "SGD":
         opt = torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=True, **kw)
+    elif name == "RMSProp":  # classify/train.py's fourth choice
+        opt = backend.RMSprop(groups, lr=lr, momentum=momentum, **kw)  # OneFlow's own takes no momentum
     else:
-        raise NotImplementedError(f"Optimizer {name} not implemented: use SGD, Adam or AdamW.")
+        raise NotImplementedError(f"Optimizer {name} not implemented: use SGD, Adam or AdamW (classification: or "
+                                  "RMSProp).")
     LOGGER.info(f"{colorstr('optimizer:')} {name}(lr={lr}) with parameter groups "
                 f"{len(norm_w)} weight(decay=0.0), {len(decay_w)} weight(decay={decay}), {len(biases)} bias")
     return opt

@@ -5,7 +5,9 @@ of the image side), jittered colour, on textured backgrounds (gradients, noise, 
 occlusion between objects. Deterministic for a given seed.
 
     python data/scripts/make_shapes.py --out ../datasets/shapes          # 300 train + 60 val images, 256 px
-data/shapes.yaml runs this automatically (its `download:` entry) when the folder is missing.
+    python data/scripts/make_shapes.py --classify --out ../datasets/shapes-cls   # ImageFolder of object crops
+data/shapes.yaml runs this automatically (its `download:` entry) when the folder is missing; `make train-demo
+TASK=classify` makes the classification variant (train/<class>/*.jpg and val/<class>/*.jpg, one crop per object).
 """
 import argparse
 import math
@@ -135,6 +137,30 @@ def make_shapes(out, n_train=300, n_val=60, size=256, seed=0):
     return out
 
 
+def class_folder(name):
+    """'red circle' -> 'red_circle' (ImageFolder class folders)."""
+    return name.replace(" ", "_")
+
+
+def make_shapes_cls(out, n_train=120, n_val=40, size=256, seed=0, pad=0.15):
+    """Write out/{train,val}/<class>/*.jpg: each object of n_train (n_val) generated scenes cropped with `pad` of
+    its size around its box (neighbours and background included, as in a detector's crops). Returns the Path."""
+    out = Path(out)
+    for split, n, s in (("train", n_train, seed), ("val", n_val, seed + 1000003)):
+        rng = np.random.default_rng(s)
+        for name in NAMES:
+            (out / split / class_folder(name)).mkdir(parents=True, exist_ok=True)
+        for i in range(n):
+            im, labels = make_image(rng, size)
+            for j, (c, x, y, w, h) in enumerate(labels):
+                x1, y1 = int(max((x - w / 2 - pad * w) * size, 0)), int(max((y - h / 2 - pad * h) * size, 0))
+                x2, y2 = int(min((x + w / 2 + pad * w) * size, size)), int(min((y + h / 2 + pad * h) * size, size))
+                crop = im[y1:y2, x1:x2]
+                cv2.imwrite(str(out / split / class_folder(NAMES[c]) / f"{split}_{i:05d}_{j}.jpg"), crop,
+                            [cv2.IMWRITE_JPEG_QUALITY, 92])
+    return out
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=str(Path(__file__).resolve().parents[2].parent / "datasets" / "shapes"))
@@ -142,5 +168,9 @@ if __name__ == "__main__":
     p.add_argument("--val", type=int, default=60)
     p.add_argument("--img", type=int, default=256)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--classify", action="store_true", help="an ImageFolder of object crops (scenes: --train/--val)")
     a = p.parse_args()
-    print(f"shapes dataset written to {make_shapes(a.out, a.train, a.val, a.img, a.seed)}")
+    if a.classify:
+        print(f"shapes-cls dataset written to {make_shapes_cls(a.out, a.train, a.val, a.img, a.seed)}")
+    else:
+        print(f"shapes dataset written to {make_shapes(a.out, a.train, a.val, a.img, a.seed)}")

@@ -237,6 +237,55 @@ def ema_update_(ema_tensors, model_tensors, d, fused):
         ema_loop_(ema_tensors, model_tensors, d)
 
 
+class RMSprop(flow.optim.Optimizer):
+    """torch.optim.RMSprop's update on OneFlow. OneFlow 0.9.0's own RMSprop refuses momentum > 0 (official
+    classification builds it with momentum 0.9) and adds eps inside the square root, where torch adds it after.
+    State per parameter: square_avg, momentum_buf (OneFlow's name for torch's momentum_buffer), grad_avg when
+    centered; the step count in the optimizer's 'step', as OneFlow keeps it (utils/optimizer_layout.py)."""
+
+    def __init__(self, params, lr=0.01, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False):
+        options = {"lr": lr, "alpha": alpha, "eps": eps, "weight_decay": weight_decay, "momentum": momentum,
+                   "centered": centered}
+        super().__init__(params, options)
+        for group in self.param_groups:
+            for p in group.parameters:
+                self._state[p] = {}
+
+    def step(self, closure=None):
+        with flow.no_grad():
+            loss = closure() if closure is not None else None
+            for group in self.param_groups:
+                lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
+                wd, momentum, centered = group["weight_decay"], group["momentum"], group["centered"]
+                for p in group.parameters:
+                    if p.grad is None:
+                        continue
+                    grad = p.grad + p * wd if wd else p.grad
+                    state = self._state[p]
+                    if "square_avg" not in state:
+                        state["square_avg"] = flow.zeros_like(p)
+                    square_avg = state["square_avg"]
+                    square_avg.mul_(alpha).add_(grad * grad * (1 - alpha))
+                    if centered:
+                        if "grad_avg" not in state:
+                            state["grad_avg"] = flow.zeros_like(p)
+                        grad_avg = state["grad_avg"]
+                        grad_avg.mul_(alpha).add_(grad * (1 - alpha))
+                        avg = (square_avg - grad_avg * grad_avg).sqrt() + eps
+                    else:
+                        avg = square_avg.sqrt() + eps
+                    if momentum > 0:
+                        if "momentum_buf" not in state:
+                            state["momentum_buf"] = flow.zeros_like(p)
+                        buf = state["momentum_buf"]
+                        buf.mul_(momentum).add_(grad / avg)
+                        p.sub_(buf * lr)
+                    else:
+                        p.sub_(grad / avg * lr)
+            self._state["step"] = self._state["step"] + 1
+            return loss
+
+
 def optimizer_kwargs(name, fused, device):
     """fused=True on CUDA (multi_tensor_sgd/momentum/adam_update). Pass all parameter groups to the constructor:
     OneFlow's fused SGD crashes on groups added later with add_param_group."""

@@ -217,6 +217,9 @@ def ema_update_(ema_tensors, model_tensors, d, fused):
         ema_loop_(ema_tensors, model_tensors, d)
 
 
+RMSprop = torch.optim.RMSprop  # noqa: N816 (the class, as torch names it)
+
+
 def optimizer_kwargs(name, fused, device):
     """fused=False: {} (the framework's default step, what the official trainer gets). fused=True: fused=True (one
     kernel for every tensor) on CUDA when the build has it, else foreach=True (the loop's arithmetic, batched).

@@ -22,7 +22,7 @@ _TASK_SCRIPTS = {
     "SegmentationModel": ("a YOLOv5 segmentation checkpoint", "segment/val.py or segment/predict.py (training: "
                           "ultralytics/yolov5's segment/train.py until this project has one)"),
     "ClassificationModel": ("a YOLOv5 classification checkpoint", "classify/val.py or classify/predict.py "
-                            "(training: ultralytics/yolov5's classify/train.py until this project has one)"),
+                            "(training: classify/train.py --model)"),
 }
 
 

@@ -1,6 +1,11 @@
 """ImageFolder classification data as ultralytics' classify scripts read it: root/<class>/<image>, classes are the
 sorted folder names, images sorted within each; eval transform = centred square crop resized to imgsz (cv2
-INTER_LINEAR), BGR -> RGB, /255, ImageNet mean/std. numpy only; the collate makes framework tensors."""
+INTER_LINEAR), BGR -> RGB, /255, ImageNet mean/std; training transform = utils/classify/augment.py. numpy only; the
+collate makes framework tensors.
+
+The trainer's loaders (training_loader) yield uint8 RGB images, normalised on the device by the task
+(utils/tasks/classify.py), as the detection loaders do: a quarter of the bytes through the workers' queues.
+classify/val.py's loader yields the normalised float images."""
 import os
 from pathlib import Path
 
@@ -8,6 +13,7 @@ import cv2
 import numpy as np
 
 from utils.backend import from_numpy, torch
+from utils.classify.augment import train_transform
 from utils.data.loader import make_loader
 from utils.errors import UserError
 
@@ -59,35 +65,97 @@ def classify_transform(im, size):
     return np.ascontiguousarray((x - mean) / std)
 
 
-class ClassificationDataset(torch.utils.data.Dataset):
-    """Items (CHW float32 normalized image, class index). augment is not supported yet (evaluation transforms)."""
+def center_crop_uint8(im, size):
+    """BGR uint8 HWC -> the evaluation crop as RGB uint8 CHW (classify_transform before its /255 and mean/std)."""
+    return np.ascontiguousarray(center_crop(im, size)[:, :, ::-1].transpose(2, 0, 1))
 
-    def __init__(self, root, imgsz=224, augment=False, cache=False):
+
+class ClassificationDataset(torch.utils.data.Dataset):
+    """Items (image, class index). The image is CHW float32 normalised (evaluation transforms), or with raw=True
+    RGB uint8 CHW for the trainer (augment: the training transforms, else the evaluation crop).
+    cache: 'ram' (or True) keeps decoded images in memory; 'disk' keeps a .npy beside each image, as official."""
+
+    def __init__(self, root, imgsz=224, augment=False, cache=False, raw=False):
         self.root = Path(root)
         self.classes = find_classes(self.root)
         self.samples = image_folder_samples(self.root, self.classes)
         self.imgsz = imgsz
+        self.augment, self.raw = bool(augment), bool(raw or augment)
         self.cache_ram = cache is True or cache == "ram"
+        self.cache_disk = cache == "disk"
         self.ims = [None] * len(self.samples)
 
     def __len__(self):
         return len(self.samples)
 
+    def _read(self, f):
+        im = cv2.imdecode(np.fromfile(f, np.uint8), cv2.IMREAD_COLOR)
+        if im is None:
+            raise ClassificationDataError(f"{f}: not a readable image; remove or replace it")
+        return im
+
+    def load_image(self, i):
+        f = self.samples[i][0]
+        im = self.ims[i]
+        if im is not None:
+            return im
+        if self.cache_disk:
+            npy = Path(f).with_suffix(".npy")
+            if not npy.exists():
+                np.save(npy, self._read(f))
+            return np.load(npy)
+        im = self._read(f)
+        if self.cache_ram:
+            self.ims[i] = im
+        return im
+
     def __getitem__(self, i):
         f, j = self.samples[i]
-        im = self.ims[i]
-        if im is None:
-            im = cv2.imdecode(np.fromfile(f, np.uint8), cv2.IMREAD_COLOR)
-            if im is None:
-                raise ClassificationDataError(f"{f}: not a readable image; remove or replace it")
-            if self.cache_ram:
-                self.ims[i] = im
+        im = self.load_image(i)
+        if self.augment:
+            return train_transform(im, self.imgsz), j
+        if self.raw:
+            return center_crop_uint8(im, self.imgsz), j
         return classify_transform(im, self.imgsz), j
 
 
 def collate_classification(batch):
     ims, labels = zip(*batch)
     return from_numpy(np.stack(ims, 0)), from_numpy(np.array(labels, np.int64))
+
+
+def collate_training(batch):
+    """(uint8 images, class indices, paths, None): the batch layout the training loop unpacks (detection's shapes
+    slot unused)."""
+    ims, labels, paths = zip(*batch)
+    return from_numpy(np.stack(ims, 0)), from_numpy(np.array(labels, np.int64)), list(paths), None
+
+
+class _WithPaths(torch.utils.data.Dataset):
+    """The dataset's items with their file paths (the trainer's batch plots name the classes from them)."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, i):
+        return (*self.dataset[i], self.dataset.samples[i][0])
+
+    def __getattr__(self, name):
+        if name == "dataset":
+            raise AttributeError(name)
+        return getattr(self.dataset, name)
+
+
+def training_loader(path, imgsz=224, batch_size=64, augment=False, cache=False, workers=8, shuffle=False, seed=0,
+                    rank=0, world_size=1):
+    """(loader, dataset) for the trainer: uint8 RGB batches (collate_training); this rank's share under DDP."""
+    dataset = ClassificationDataset(path, imgsz=imgsz, augment=augment, cache=cache, raw=True)
+    loader = make_loader(_WithPaths(dataset), batch_size, workers=workers, shuffle=shuffle, seed=seed,
+                         rank=max(rank, 0), world_size=world_size, collate=collate_training)
+    return loader, dataset
 
 
 def create_classification_dataloader(path, imgsz=224, batch_size=16, augment=False, cache=False, rank=-1, workers=8,

@@ -14,9 +14,10 @@ from utils.log import LOGGER, colorstr
 from utils.loggers import KEYS, Loggers
 
 
-def prepare_run_folder(opt, hyp, dist, results_keys=None):
+def prepare_run_folder(opt, hyp, dist, results_keys=None, settings_files=None):
     """RunFolder for opt.save_dir (claimed by train.py). hyp is the run's hyperparameters as loaded. Returns
-    (RunFolder, Loggers or None). results_keys: results.csv's columns (the task's; detection's when None)."""
+    (RunFolder, Loggers or None). results_keys: results.csv's columns (the task's; detection's when None);
+    settings_files: {file name: dict} written into the run folder (None: detection's hyp.yaml and opt.yaml)."""
     run = RunFolder(save_dir=Path(opt.save_dir))
     # What a Ctrl-C's exit line reports: the checkpoint on disk, read from the file (DDP: rank 0 reports).
     signals.describe_on_disk((lambda: signals.checkpoint_status(run.last)) if dist.is_main else None)
@@ -38,11 +39,12 @@ def prepare_run_folder(opt, hyp, dist, results_keys=None):
     if not opt.resume:  # a new run in an existing folder (--exist-ok) starts its own results.csv
         (run.save_dir / "results.csv").unlink(missing_ok=True)
     LOGGER.info(colorstr("hyperparameters: ") + ", ".join(f"{k}={v}" for k, v in hyp.items()))
-    if opt.evolve:  # evolve.csv and hyp_evolve.yaml record the generations instead
+    if getattr(opt, "evolve", None):  # evolve.csv and hyp_evolve.yaml record the generations instead
         return run, None
     # Atomic: on a resume the other DDP ranks read hyp.yaml (train.resume_opt) while rank 0 rewrites it here; a
     # plain rewrite let them read it empty. Official train.py --resume reads opt.yaml.
-    for name, content in (("hyp.yaml", hyp), ("opt.yaml", official_opt(opt, hyp))):
+    files = settings_files if settings_files is not None else {"hyp.yaml": hyp, "opt.yaml": official_opt(opt, hyp)}
+    for name, content in files.items():
         text = yaml.safe_dump(content, sort_keys=False).encode()
         write_atomically(run.save_dir / name, lambda f, text=text: f.write(text), mode=0o644)
     return run, Loggers(run.save_dir, opt, hyp, keys=KEYS if results_keys is None else results_keys)

@@ -161,7 +161,7 @@ class TrainLoop:
         if p.multi_scale:
             imgs = random_rescale(imgs, p.imgsz, p.gs)
         with backend.autocast(p.device, enabled=p.precision.autocast, dtype=p.precision.dtype):
-            pred = p.model(imgs)
+            pred = p.model(imgs if p.task.prepare_images is None else p.task.prepare_images(imgs))
             loss, loss_items = p.compute_loss(pred, backend.to_device(targets, p.device))
         if p.dist.distributed:
             loss = loss * p.dist.world_size  # DDP averages gradients over ranks; the loss is a per-rank sum
@@ -271,6 +271,10 @@ class TrainBatchPlotHook(HookBase):
 
 def validate(parts, model, plots=False, **kw):
     """(P, R, mAP50, mAP50-95, val box, obj, cls) as floats and the per-class mAPs of model on the validation set."""
+    if parts.task.evaluate is not None:  # a task with its own validation (classification: top-1, top-5, loss)
+        results, maps = parts.task.evaluate(model, parts.val_loader, compute_loss=parts.compute_loss,
+                                            prepare_images=parts.task.prepare_images, verbose=kw.get("verbose", False))
+        return tuple(float(x) for x in results), np.asarray(maps, dtype=np.float64)
     half = parts.precision.autocast and backend.is_cuda(parts.device)  # CPU bf16 autocast keeps fp32 weights
     results, maps, _ = validate_model(model, parts.val_loader, parts.data, single_cls=parts.options.single_cls,
                                       half=half, compute_loss=parts.compute_loss, save_dir=parts.run.save_dir,
@@ -336,8 +340,9 @@ class ResultsLogHook(HookBase):
 
     def after_epoch(self):
         loop = self.loop
-        self.loggers.on_fit_epoch_end(list(loop.mloss) + list(loop.results) + loop.lrs, loop.epoch,
-                                      loop.best_fitness, loop.fitness)
+        next_lrs = [float(g["lr"]) for g in loop.parts.optimizer.param_groups]  # after the epoch's lr step
+        self.loggers.on_fit_epoch_end(loop.parts.task.results_row(loop.mloss, loop.results, loop.lrs, next_lrs),
+                                      loop.epoch, loop.best_fitness, loop.fitness)
 
 
 def save_ckpt(ckpt, path, *also):

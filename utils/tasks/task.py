@@ -27,8 +27,20 @@ class Task:
     postprocess: Callable  # raw predictions -> per-image results (detection: NMS), called by validation
     plot_labels: Callable  # (labels, names, save_dir) -> labels.jpg
     plot_batch: Callable  # (images, targets, paths, fname) -> a train_batch mosaic
+    # Optional, for tasks whose network takes other than the loaders' 0-1 images or whose validation is not the
+    # detection-style loop (classification). None: detection's behaviour.
+    # (float 0-1 images on the device) -> the network's input (classification: the ImageNet mean/std)
+    prepare_images: Optional[Callable] = None
+    # the trainer's validation: (model, loader, compute_loss=, prepare_images=, verbose=, ...) -> (results tuple in
+    # the order of results_row's `results`, per-class array); None: utils.evaluation.validate_model
+    evaluate: Optional[Callable] = None
 
     def results_keys(self, n_lr_groups=3):
         """results.csv's columns after 'epoch': train losses, metrics, val losses, learning rates."""
         return ([f"train/{n}" for n in self.loss_names] + list(self.metric_names) +
                 [f"val/{n}" for n in self.loss_names] + [f"x/lr{i}" for i in range(n_lr_groups)])
+
+    def results_row(self, train_losses, results, lrs, next_lrs):
+        """results.csv's values after 'epoch', in results_keys() order. lrs: the group lrs the epoch trained with;
+        next_lrs: after the epoch's lr step (what official classification logs)."""
+        return list(train_losses) + list(results) + list(lrs)

@@ -1,0 +1,31 @@
+"""The trainer's batch picture for classification: a grid of the first images of a batch, each captioned with its
+class (the name of its folder) -- the counterpart of official classify/train.py's train_images.jpg."""
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+
+def plot_classification_batch(images, labels, paths, fname, max_images=16):
+    """images: (B, 3, H, W) uint8 RGB; labels: class indices; paths: the image files. Writes fname (a JPEG)."""
+    images = np.asarray(images)[:max_images]
+    if not len(images):
+        return
+    n = len(images)
+    cols = int(np.ceil(np.sqrt(n)))
+    rows = int(np.ceil(n / cols))
+    h, w = images.shape[2:]
+    scale = max(1, 128 // max(h, w))  # small training sizes drawn large enough to read the caption
+    th, tw = h * scale, w * scale
+    canvas = np.full((rows * (th + 16), cols * tw, 3), 255, np.uint8)
+    labels = np.asarray(labels).reshape(-1)
+    for i, im in enumerate(images):
+        r, c = divmod(i, cols)
+        tile = cv2.resize(np.ascontiguousarray(im.transpose(1, 2, 0)[:, :, ::-1]), (tw, th),
+                          interpolation=cv2.INTER_NEAREST)
+        y0, x0 = r * (th + 16), c * tw
+        canvas[y0 + 16:y0 + 16 + th, x0:x0 + tw] = tile
+        name = Path(paths[i]).parent.name if paths is not None and i < len(paths) else str(int(labels[i]))
+        cv2.putText(canvas, name[:tw // 7], (x0 + 2, y0 + 12), cv2.FONT_HERSHEY_SIMPLEX, 0.35, (0, 0, 0), 1,
+                    cv2.LINE_AA)
+    cv2.imwrite(str(fname), canvas)
