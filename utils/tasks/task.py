@@ -2,6 +2,8 @@
 from dataclasses import dataclass
 from typing import Callable, Optional, Tuple
 
+from utils.checkpoint.kind import check_detection_record
+
 
 @dataclass(frozen=True)
 class Task:
@@ -26,7 +28,14 @@ class Task:
     build_evaluator: Callable
     postprocess: Callable  # raw predictions -> per-image results (detection: NMS), called by validation
     plot_labels: Callable  # (labels, names, save_dir) -> labels.jpg
-    plot_batch: Callable  # (images, targets, paths, fname) -> a train_batch mosaic
+    plot_batch: Callable  # (images, targets, paths, fname, *batch extras) -> a train_batch mosaic
+    # Added for the tasks after detection (their defaults are detection's behaviour). A batch's items after
+    # (images, targets, paths, shapes), e.g. segmentation's masks, go to the loss after the targets and to plot_batch.
+    # validate: the trainer's validation of an in-memory model, with utils.evaluation.validate_model's signature and
+    # return; None: validate_model itself (DetectionEvaluator over NMS outputs).
+    validate: Optional[Callable] = None
+    # --weights: (model record, source) -> None, raising when the stored model is not one this task trains from
+    check_pretrained: Callable = check_detection_record
 
     def results_keys(self, n_lr_groups=3):
         """results.csv's columns after 'epoch': train losses, metrics, val losses, learning rates."""
