@@ -102,7 +102,7 @@ class SegmentationEvaluator(DetectionEvaluator):
             if self.coco is not None:  # masks on the original image, as the official --save-json encodes them
                 native = scale_image(input_hw, (pm > 0.5).astype(np.uint8).transpose(1, 2, 0), shapes[si][0],
                                      shapes[si][1])
-                self.coco.add(predn, paths[si], (native > 0.5).transpose(2, 0, 1))
+                self.coco.add(predn, paths[si], native.transpose(2, 0, 1))
 
     def compute(self):
         """The box and mask figures of everything updated so far; prints the table. Returns SegmentationMetrics."""
