@@ -51,7 +51,20 @@ test-fast-torch: setup-torch
 test-fast-oneflow: setup-oneflow
 	bash scripts/test.sh oneflow -m "not slow"
 
-# data/shapes.yaml's download: is Python code (it runs data/scripts/make_shapes.py): the demo opts in to running it
+# data/shapes.yaml's download: is Python code (it runs data/scripts/make_shapes.py): the demo opts in to running it.
+# TASK=segment trains yolov5n-seg with segment/train.py on the same shapes with polygon labels (data/shapes-seg.yaml)
+# and prints its learning figure (mask mAP50, first epoch against last).
+TASK ?= detect
+SEG_IMG ?= $(IMG)
+SEG_EPOCHS ?= $(EPOCHS)
+ifeq ($(TASK),segment)
+train-demo: setup-$(BACKEND)
+	YOLO_ALLOW_DOWNLOAD_SCRIPTS=1 YOLO_BACKEND=$(BACKEND) $(PY_$(BACKEND)) segment/train.py --data data/shapes-seg.yaml \
+		--cfg yolov5n-seg.yaml --weights '' --img $(SEG_IMG) --batch-size 16 --epochs $(SEG_EPOCHS) --workers 2 \
+		--device "$(DEVICE)"
+	$(PY_$(BACKEND)) scripts/learning_figure.py runs/train-seg "metrics/mAP_0.5(M)"
+else
 train-demo: setup-$(BACKEND)
 	YOLO_ALLOW_DOWNLOAD_SCRIPTS=1 YOLO_BACKEND=$(BACKEND) $(PY_$(BACKEND)) train.py --data data/shapes.yaml \
 		--cfg yolov5n.yaml --weights '' --img $(IMG) --batch-size 16 --epochs $(EPOCHS) --workers 2 --device "$(DEVICE)"
+endif

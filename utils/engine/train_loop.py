@@ -278,10 +278,10 @@ def validate(parts, model, plots=False, **kw):
     """The task's metrics then val losses (detection: P, R, mAP50, mAP50-95, val box, obj, cls) as floats and the
     per-class mAPs of model on the validation set."""
     half = parts.precision.autocast and backend.is_cuda(parts.device)  # CPU bf16 autocast keeps fp32 weights
-    results, maps, _ = (parts.task.validate or validate_model)(model, parts.val_loader, parts.data, single_cls=parts.options.single_cls,
-                                      half=half, compute_loss=parts.compute_loss, save_dir=parts.run.save_dir,
-                                      plots=plots, plot_jobs=parts.plots, task_plugin=parts.task,
-                                      **kw)  # leaves the model in fp32, where the EMA averages
+    results, maps, _ = (parts.task.validate or validate_model)(
+        model, parts.val_loader, parts.data, single_cls=parts.options.single_cls, half=half,
+        compute_loss=parts.compute_loss, save_dir=parts.run.save_dir, plots=plots, plot_jobs=parts.plots,
+        task_plugin=parts.task, **kw)  # leaves the model in fp32, where the EMA averages
     return tuple(float(x) for x in results), np.asarray(maps, dtype=np.float64)
 
 
