@@ -11,6 +11,7 @@ import numpy as np
 import models.tasks  # noqa: F401  (registers Segment and Proto in models.yolo's YAML table)
 from models.from_record import build_any_model
 from models.tasks import Segment, SegmentationModel
+from utils.autoanchor import check_anchors
 from utils.checkpoint.kind import check_detection_record
 from utils.checkpoint.records import CheckpointError
 from utils.data.class_weights import labels_to_class_weights
@@ -21,7 +22,6 @@ from utils.segment.plots import plot_images_and_masks
 from utils.segment.validation import seg_evaluator, validate_seg_model
 from utils.nms import non_max_suppression
 from utils.plots import plot_labels
-from utils.tasks.detect import _check_head
 from utils.tasks.task import Task
 
 LOSS_NAMES = ("box_loss", "seg_loss", "obj_loss", "cls_loss")
@@ -46,6 +46,10 @@ def check_segment_pretrained(record, source):
         raise CheckpointError(f"{source} is a YOLOv5 classification checkpoint: segment/train.py starts from a "
                               "segmentation or detection model (yolov5n-seg.pt, yolov5n.pt) or --weights '' --cfg.")
     check_detection_record(record, source)
+
+
+def _check_head(dataset, model, hyp, imgsz):
+    check_anchors(dataset, model=model, thr=hyp["anchor_t"], imgsz=imgsz)  # AutoAnchor, as detection
 
 
 def _loss(model, hyp, fused_iou, overlap):
