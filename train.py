@@ -38,13 +38,15 @@ from utils.engine.run import train  # noqa: E402
 from utils.engine.saved_options import check_saved_options  # noqa: E402
 from utils.engine.seeding import process_seed  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
+from utils.tasks.detect import DETECT  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 from utils.evolve import evolve  # noqa: E402
 from utils.log import LOGGER  # noqa: E402
 from utils.paths import RunDirError, increment_path  # noqa: E402
 
 
-def parse_opt(known=False, args=None):
+def make_parser():
+    """train.py's flags (segment/train.py adds its own to these)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--weights", type=str, default=str(ROOT / "yolov5s.pt"), help="initial weights path")
     parser.add_argument("--cfg", type=str, default="", help="model.yaml path")
@@ -98,6 +100,11 @@ def parse_opt(known=False, args=None):
     parser.add_argument("--no-amp", dest="amp", action="store_false", help="train in fp32, also on CUDA")
     parser.add_argument("--allow-download-scripts", action="store_true",
                         help="let the data YAML's shell/Python 'download:' run (as YOLO_ALLOW_DOWNLOAD_SCRIPTS=1)")
+    return parser
+
+
+def parse_opt(known=False, args=None):
+    parser = make_parser()
     return parser.parse_known_args(args)[0] if known else parser.parse_args(args)
 
 
@@ -107,10 +114,10 @@ def get_latest_run(search_dir="."):
     return max(runs, key=os.path.getctime) if runs else ""
 
 
-def resume_opt(opt):
+def resume_opt(opt, parse=parse_opt):
     """The options of the run being resumed (from its last.pt: this project's or an official ultralytics run's),
-    pointing --weights at that last.pt. Flags the saved options lack take this script's defaults. Consent flags
-    (--allow-download-scripts) come from this command line only, never from the file."""
+    pointing --weights at that last.pt. Flags the saved options lack take the defaults of parse (the script's
+    parse_opt). Consent flags (--allow-download-scripts) come from this command line only, never from the file."""
     last = Path(opt.resume if isinstance(opt.resume, str) else get_latest_run(opt.project))
     if not last.is_file():
         raise TrainingError(f"--resume: no checkpoint found at '{last}'. Give the path of a run's weights/last.pt.")
@@ -125,7 +132,7 @@ def resume_opt(opt):
                             "Use it as --weights to start a new run.")
     saved = without_consent(saved)
     save_dir = last.parent.parent
-    new = parse_opt(True, args=[])
+    new = parse(True, args=[])
     check_saved_options(saved, vars(new), last)
     vars(new).update(saved)
     for k in CONSENT_OPTIONS:  # the person resuming decides, as when the run started
@@ -137,18 +144,20 @@ def resume_opt(opt):
     return new
 
 
-def main(opt):
+def main(opt, task_for=lambda opt: DETECT, parse=parse_opt):
+    """Train (or --evolve) with opt. task_for: opt -> the utils.tasks.Task trained, asked once the options are final
+    (a resumed run's are its last.pt's); parse: the script's parse_opt (its defaults: --resume, evolve's folder)."""
     dist = DistContext.from_env()  # who this process is, decided once here and passed down
     process_seed(opt.seed, dist)  # a --seed numpy cannot take stops here, before any folder is made
     if opt.resume and not opt.evolve:
-        opt = resume_opt(opt)
+        opt = resume_opt(opt, parse)
     else:
         opt.data, opt.cfg, opt.hyp, opt.weights, opt.project = (str(x) for x in (opt.data, opt.cfg, opt.hyp,
                                                                                   opt.weights, opt.project))
         if not (opt.cfg or opt.weights):
             raise TrainingError("Either --cfg or --weights must be specified")
         if opt.evolve:
-            if opt.project == str(ROOT / "runs/train"):
+            if opt.project == str(parse(True, args=[]).project):
                 opt.project = str(ROOT / "runs/evolve")
             opt.exist_ok, opt.resume = opt.resume, False
         # Making the folder is the claim (two runs started at once get exp and exp2). Only rank 0 claims: the other
@@ -164,10 +173,11 @@ def main(opt):
     process_group.start(dist, device)  # DDP: process group with its timeout (YOLO_DDP_TIMEOUT), the rank's watchdog
     if dist.distributed:  # a rank stopped by Ctrl-C/SIGTERM is not a crash: its peers got the signal too (launchers
         signals.on_stop(process_group.finish)  # forward it) and stop on their own; their watchdogs must not fail them
+    task = task_for(opt)
     if opt.evolve:
-        evolve(load_hyp(opt.hyp), opt, device, functools.partial(train, dist=dist))
+        evolve(load_hyp(opt.hyp), opt, device, functools.partial(train, dist=dist, task_plugin=task))
         return None
-    results = train(opt.hyp, opt, device, dist)
+    results = train(opt.hyp, opt, device, dist, task_plugin=task)
     process_group.finish()  # a goodbye to the peers' watchdogs: this rank's exit from here on is not a crash
     return results
 

@@ -9,10 +9,10 @@ From Python:
     (box_p, box_r, box_map50, box_map, mask_p, mask_r, mask_map50, mask_map, *losses), maps, times = run(...)
 
 Differences from the official script: NMS has no time limit here (the official 0.5 + 0.05 x batch seconds cuts
-batches of a weak model on a busy CPU, so its figures follow the machine load); --save-json is not written yet.
+batches of a weak model on a busy CPU, so its figures follow the machine load); --save-json reads the COCO
+annotations from the data YAML's path (<path>/annotations/instances_val2017.json; official: ../datasets/coco/...).
 """
 import argparse
-import math
 import sys
 from pathlib import Path
 
@@ -25,36 +25,21 @@ from utils import signals  # noqa: E402
 if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on is only recorded (utils/signals.py)
     signals.install("val")
 
-from utils.backend import inference_mode, select_device, to_numpy, torch  # noqa: E402
+import models.tasks  # noqa: E402,F401  (registers Segment for the model YAMLs)
+from utils.backend import inference_mode, select_device  # noqa: E402
 from utils.errors import UserError  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
-from utils.evaluation.evaluator import IOU_THRESHOLDS  # noqa: E402
-from utils.evaluation.runner import model_device, model_names  # noqa: E402
+from utils.evaluation.runner import model_names  # noqa: E402
 from utils.log import LOGGER, colorstr  # noqa: E402
-from utils.nms import non_max_suppression  # noqa: E402
 from utils.paths import increment_path  # noqa: E402
 from utils.inference import load_model  # noqa: E402
-from utils.inference.profile import Profile, ms_per_image  # noqa: E402
-from utils.inference.steps import preprocess  # noqa: E402
-from utils.plot_jobs import PlotJobs  # noqa: E402
 from utils.segment.dataset import create_seg_dataloader  # noqa: E402
-from utils.segment.evaluator import TABLE_HEADER, SegmentationEvaluator  # noqa: E402
+from utils.segment.validation import run_seg_validation, seg_evaluator  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
-
-TQDM_BAR_FORMAT = "{l_bar}{bar:10}{r_bar}"
 
 
 class ClassCountMismatch(UserError, AssertionError):
     pass
-
-
-def _progress(dataloader):
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        LOGGER.info(TABLE_HEADER)
-        return dataloader
-    return tqdm(dataloader, desc=TABLE_HEADER, bar_format=TQDM_BAR_FORMAT)
 
 
 def mask_count(model):
@@ -71,45 +56,6 @@ def mask_count(model):
 
 
 @inference_mode()
-def run_seg_validation(model, dataloader, evaluator, nm=32, compute_loss=None, half=False, augment=False,
-                       conf_thres=0.001, iou_thres=0.6, max_det=300, speed_shape=None, plot_jobs=None):
-    """The segmentation validation loop: (results, per-class maps, per-image ms) as segment/val.run returns them."""
-    jobs = plot_jobs if plot_jobs is not None else PlotJobs(processes=None if evaluator.plots else False)
-    draw, evaluator.draw = evaluator.draw, jobs.submit
-    try:
-        device = model_device(model)
-        profiles = Profile(device), Profile(device), Profile(device)
-        loss = torch.zeros(4, device=device)
-        for batch_i, (im, targets, paths, shapes, masks) in enumerate(_progress(dataloader)):
-            signals.check()
-            with profiles[0]:
-                im = preprocess(im, device, half)
-                targets = targets.to(device)
-                nb, _, height, width = im.shape
-            with profiles[1]:
-                out = model(im, augment=augment) if augment else model(im)
-                preds, protos = out[0], out[1]
-            if compute_loss:
-                loss += compute_loss((out[2], protos), targets, masks.to(device).float())[1]
-            with profiles[2]:
-                preds = non_max_suppression(preds, conf_thres, iou_thres, multi_label=True,
-                                            agnostic=evaluator.single_cls, max_det=max_det, nm=nm,
-                                            time_limit=math.inf)
-            evaluator.update(preds, protos, targets, masks, shapes, (height, width), paths)
-            evaluator.plot_batch(batch_i, im, targets, [p[:, :6] for p in preds], paths, max_det=max_det)
-        metrics = evaluator.compute()
-        t = ms_per_image(profiles, evaluator.seen)
-        if speed_shape is not None:
-            LOGGER.info(f"Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape {speed_shape}"
-                        % t)
-        n_batches = max(len(dataloader), 1)
-        return metrics.results((to_numpy(loss) / n_batches).tolist()), metrics.maps(), t
-    finally:
-        jobs.wait() if plot_jobs is not None else jobs.close()
-        evaluator.draw = draw
-
-
-@inference_mode()
 def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou_thres=0.6, max_det=300, task="val",
         device="", workers=8, single_cls=False, augment=False, verbose=False, save_txt=False, save_hybrid=False,
         save_conf=False, save_json=False, project=ROOT / "runs/val-seg", name="exp", exist_ok=False, half=True,
@@ -118,9 +64,6 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
     """Validate; returns ((box P, R, mAP50, mAP50-95, mask P, R, mAP50, mAP50-95, *losses), per-class maps,
     per-image ms (pre, inference, NMS))."""
     from utils.dataset_config import check_dataset
-    if save_json:
-        LOGGER.warning("WARNING ⚠️ segment/val.py --save-json (COCO RLE masks) is not implemented yet; no JSON is "
-                       "written")
     if save_hybrid:
         LOGGER.warning("WARNING ⚠️ --save-hybrid is not supported for segmentation here; ignored")
     training = model is not None
@@ -157,12 +100,9 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
         dataloader = create_seg_dataloader(data[task], imgsz, batch_size, model.stride, single_cls, pad=pad,
                                            rect=rect, workers=workers, prefix=colorstr(f"{task}: "), nc=nc,
                                            overlap_mask=overlap, mask_downsample_ratio=mask_downsample_ratio)[0]
-    names = dict(model_names(model) or data.get("names", {}))
-    if single_cls:
-        names = {0: names.get(0, "item")}
-    evaluator = SegmentationEvaluator(nc, names, overlap=overlap, iouv=IOU_THRESHOLDS, single_cls=single_cls,
-                                      plots=plots, save_dir=save_dir, verbose=verbose or (nc < 50 and not training),
-                                      task=task, save_txt=save_txt, save_conf=save_conf)
+    evaluator = seg_evaluator(data, model_names(model), save_dir, single_cls=single_cls, plots=plots,
+                              verbose=verbose or (nc < 50 and not training), task=task, save_txt=save_txt,
+                              save_conf=save_conf, save_json=save_json, weights=weights, overlap=overlap)
     results = run_seg_validation(model, dataloader, evaluator, nm=nm, compute_loss=compute_loss, half=half,
                                  augment=augment, conf_thres=conf_thres, iou_thres=iou_thres, max_det=max_det,
                                  speed_shape=None if training else (batch_size, 3, imgsz, imgsz))

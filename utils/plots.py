@@ -259,21 +259,29 @@ def plot_labels(labels, names=(), save_dir=Path("")):
     plt.close(fig)
 
 
+# results.png panels: the results.csv columns drawn, losses on top and metrics below (ultralytics' order); the
+# segmentation columns (box, seg, obj, cls losses; box (B) and mask (M) metrics) get 16 panels, as official
+_RESULT_PANELS = {False: ((2, 5), [1, 2, 3, 4, 5, 8, 9, 10, 6, 7]),
+                  True: ((2, 8), [1, 2, 3, 4, 5, 6, 9, 10, 13, 14, 15, 16, 7, 8, 11, 12])}
+
+
 def plot_results(file="path/to/results.csv", dir=""):
-    """results.csv (train.py's columns) -> results.png: 10 panels, each column against the epoch."""
+    """results.csv (train.py's or segment/train.py's columns) -> results.png: each column against the epoch."""
     import pandas as pd  # heavy (0.6 s), needed by this plot only: kept off every start-up
     plt = pyplot()
     save_dir = Path(file).parent if file else Path(dir)
     files = list(save_dir.glob("results*.csv"))
     assert len(files), f"No results.csv files found in {save_dir.resolve()}, nothing to plot."
-    fig, ax = plt.subplots(2, 5, figsize=(12, 6), tight_layout=True)
+    masks = any("(M)" in c for c in open(files[0]).readline().split(","))  # a segment/train.py results.csv
+    grid, panels = _RESULT_PANELS[masks]
+    fig, ax = plt.subplots(*grid, figsize=(18 if masks else 12, 6), tight_layout=True)
     ax = ax.ravel()
     for f in files:
         try:
             data = pd.read_csv(f)
             s = [x.strip() for x in data.columns]
             x = data.values[:, 0]
-            for i, j in enumerate([1, 2, 3, 4, 5, 8, 9, 10, 6, 7]):  # losses on top, metrics below (ultralytics order)
+            for i, j in enumerate(panels):
                 if j >= data.shape[1]:
                     continue
                 y = data.values[:, j].astype("float")

@@ -176,7 +176,13 @@ def checkpoint_status(last):
     epoch = load_any(last).get("epoch")
     if epoch is None or int(epoch) < 0:
         return f"{last} holds the finished training"
-    return f"{last} holds epoch {int(epoch)}; continue with 'python train.py --resume {last}'"
+    return f"{last} holds epoch {int(epoch)}; continue with 'python {_trainer_script()} --resume {last}'"
+
+
+def _trainer_script():
+    """The training script this process runs, as a user types it: segment/train.py, classify/train.py, train.py."""
+    script = Path(sys.argv[0] if sys.argv and sys.argv[0] else "train.py")
+    return f"{script.parent.name}/{script.name}" if script.parent.name in ("segment", "classify") else "train.py"
 
 
 @contextlib.contextmanager

@@ -1,13 +1,17 @@
-"""Generate 'shapes': a small, learnable, offline detection dataset in the YOLO images/labels layout.
+"""Generate 'shapes': a small, learnable, offline detection dataset in the YOLO images/labels layout; with
+segments=True (--segments) the labels are the shapes' outlines as polygons (segment/train.py's format), on the same
+images.
 
 Six classes, each a unique (shape, colour) pair so both cues separate them; objects of varied size (about 10-40%
 of the image side), jittered colour, on textured backgrounds (gradients, noise, grey clutter), with partial
 occlusion between objects. Deterministic for a given seed.
 
     python data/scripts/make_shapes.py --out ../datasets/shapes          # 300 train + 60 val images, 256 px
+    python data/scripts/make_shapes.py --out ../datasets/shapes-seg --segments   # polygon labels (segmentation)
     python data/scripts/make_shapes.py --classify --out ../datasets/shapes-cls   # ImageFolder of object crops
-data/shapes.yaml runs this automatically (its `download:` entry) when the folder is missing; `make train-demo
-TASK=classify` makes the classification variant (train/<class>/*.jpg and val/<class>/*.jpg, one crop per object).
+data/shapes.yaml and data/shapes-seg.yaml run this automatically (their `download:` entry) when the folder is missing;
+`make train-demo TASK=classify` makes the classification variant (train/<class>/*.jpg and val/<class>/*.jpg, one crop
+per object).
 """
 import argparse
 import math
@@ -80,8 +84,13 @@ def _iou(a, b):
     return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter + 1e-9)
 
 
-def make_image(rng, size=256, max_objects=5):
-    """One image and its labels [(cls, xc, yc, w, h) normalized]."""
+CIRCLE_VERTICES = 32  # a circle's polygon label
+
+
+def make_image(rng, size=256, max_objects=5, segments=False):
+    """One image and its labels [(cls, xc, yc, w, h) normalized], or with segments [(cls, x1, y1, x2, y2, ...)]:
+    each shape's outline, normalized and clipped to the image (the random draws are the same either way, so the
+    images are too)."""
     im = _background(rng, size)
     boxes, labels = [], []
     for _ in range(int(rng.integers(1, max_objects + 1))):
@@ -116,24 +125,31 @@ def make_image(rng, size=256, max_objects=5):
             else:
                 cv2.polylines(im, [pts.astype(np.int32)], True, shade, 2, cv2.LINE_AA)
         boxes.append(box)
+        if segments:
+            if pts is None:
+                t = np.arange(CIRCLE_VERTICES) * 2 * math.pi / CIRCLE_VERTICES
+                pts = np.stack((cx + r * np.cos(t), cy + r * np.sin(t)), 1)
+            labels.append((cls, *np.clip(pts / size, 0, 1).reshape(-1)))
+            continue
         x1, y1, x2, y2 = box / size
         labels.append((cls, (x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1))
     return im, labels
 
 
-def make_shapes(out, n_train=300, n_val=60, size=256, seed=0):
-    """Write out/images/{train,val}/*.jpg and out/labels/{train,val}/*.txt. Returns the output Path."""
+def make_shapes(out, n_train=300, n_val=60, size=256, seed=0, segments=False):
+    """Write out/images/{train,val}/*.jpg and out/labels/{train,val}/*.txt (polygon labels with segments). Returns
+    the output Path."""
     out = Path(out)
     for split, n, s in (("train", n_train, seed), ("val", n_val, seed + 1000003)):
         rng = np.random.default_rng(s)
         (out / "images" / split).mkdir(parents=True, exist_ok=True)
         (out / "labels" / split).mkdir(parents=True, exist_ok=True)
         for i in range(n):
-            im, labels = make_image(rng, size)
+            im, labels = make_image(rng, size, segments=segments)
             name = f"{split}_{i:05d}"
             cv2.imwrite(str(out / "images" / split / f"{name}.jpg"), im, [cv2.IMWRITE_JPEG_QUALITY, 92])
             with open(out / "labels" / split / f"{name}.txt", "w") as f:
-                f.writelines(f"{c} {x:.6f} {y:.6f} {w:.6f} {h:.6f}\n" for c, x, y, w, h in labels)
+                f.writelines(" ".join([str(c), *(f"{v:.6f}" for v in rest)]) + "\n" for c, *rest in labels)
     return out
 
 
@@ -168,9 +184,10 @@ if __name__ == "__main__":
     p.add_argument("--val", type=int, default=60)
     p.add_argument("--img", type=int, default=256)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--segments", action="store_true", help="polygon labels (segmentation) instead of boxes")
     p.add_argument("--classify", action="store_true", help="an ImageFolder of object crops (scenes: --train/--val)")
     a = p.parse_args()
     if a.classify:
         print(f"shapes-cls dataset written to {make_shapes_cls(a.out, a.train, a.val, a.img, a.seed)}")
     else:
-        print(f"shapes dataset written to {make_shapes(a.out, a.train, a.val, a.img, a.seed)}")
+        print(f"shapes dataset written to {make_shapes(a.out, a.train, a.val, a.img, a.seed, a.segments)}")

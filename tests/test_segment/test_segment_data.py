@@ -1,11 +1,13 @@
 """The polygon dataset's training path: mosaic, random perspective, mixup, copy-paste, HSV and flips carry the
 polygons, so each instance's mask still lies on its label box."""
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
+ROOT = Path(__file__).resolve().parents[2]
 STEMS = ("000000000009", "000000000025", "000000000030", "000000000034")
 
 
@@ -66,3 +68,26 @@ def test_augmented_overlap_masks_number_the_instances(four_images, root_dir):
         im, lb, _, _, masks = ds[k]
         assert masks.shape == (1, 80, 80) and masks.max() <= len(lb)
         assert len(set(np.unique(masks)) - {0}) >= min(len(lb), 1)
+
+
+def test_shapes_generator_polygons_match_its_boxes(tmp_path):
+    """make_shapes.py --segments: the same images as the detection set, each label the shape's outline, whose
+    extent is the detection label's box (circles: within their 32-gon's sag)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("make_shapes", ROOT / "data" / "scripts" / "make_shapes.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    det = gen.make_shapes(tmp_path / "det", n_train=6, n_val=0, size=128, seed=3)
+    seg = gen.make_shapes(tmp_path / "seg", n_train=6, n_val=0, size=128, seed=3, segments=True)
+    for f in sorted((det / "labels" / "train").glob("*.txt")):
+        assert (det / "images" / "train" / f"{f.stem}.jpg").read_bytes() == \
+            (seg / "images" / "train" / f"{f.stem}.jpg").read_bytes()
+        boxes = [list(map(float, ln.split())) for ln in f.read_text().splitlines()]
+        polys = [list(map(float, ln.split())) for ln in (seg / "labels" / "train" / f.name).read_text().splitlines()]
+        assert len(boxes) == len(polys) > 0
+        for b, p in zip(boxes, polys):
+            xy = np.array(p[1:]).reshape(-1, 2)
+            assert p[0] == b[0] and len(xy) >= 3 and ((xy >= 0) & (xy <= 1)).all()
+            (x1, y1), (x2, y2) = xy.min(0), xy.max(0)
+            tol = 0.01 if b[0] == 0 else 1e-5  # class 0 is the circle
+            np.testing.assert_allclose([(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1], b[1:], atol=tol)

@@ -20,7 +20,7 @@ _OTHER_KINDS = (  # (global names that mark the kind, what the file is, what run
 # Stored model classes of the other YOLOv5 tasks: read here, but run by their own scripts
 _TASK_SCRIPTS = {
     "SegmentationModel": ("a YOLOv5 segmentation checkpoint", "segment/val.py or segment/predict.py (training: "
-                          "ultralytics/yolov5's segment/train.py until this project has one)"),
+                          "segment/train.py)"),
     "ClassificationModel": ("a YOLOv5 classification checkpoint", "classify/val.py or classify/predict.py "
                             "(training: classify/train.py --model)"),
 }

@@ -46,7 +46,7 @@ def build_training(opt, hyp, device, dist=None, task_plugin=DETECT):
     names = {0: "item"} if opt.single_cls and len(data["names"]) != 1 else data["names"]
 
     ckpt = read_resume_checkpoint(opt.weights, task.build_model) if opt.resume else None
-    model = initial_model(opt, hyp, nc, device, ckpt, task.model_class)
+    model = initial_model(opt, hyp, nc, device, ckpt, task.model_class, task.check_pretrained)
     gs = max(int(model.stride.max()), 32)  # grid size (max stride)
     imgsz = check_img_size(opt.imgsz, gs, floor=gs * 2)
 

@@ -14,14 +14,15 @@ from utils.log import LOGGER
 from utils.torch_utils import intersect_dicts
 
 
-def initial_model(opt, hyp, nc, device, ckpt=None, model_class=Model):
+def initial_model(opt, hyp, nc, device, ckpt=None, model_class=Model, check_record=check_detection_record):
     """The model on `device`, frozen layers set. ckpt: the loaded last.pt of a resumed run (exact fp32 weights from
-    this project's files, fp16 ones from official files); model_class: the task's network (Task.model_class)."""
+    this project's files, fp16 ones from official files); model_class: the task's network (Task.model_class);
+    check_record: refuses a --weights model the task does not train from (Task.check_pretrained)."""
     weights = str(opt.weights or "")
     if ckpt is not None:
         model = ckpt["model"]
     elif weights:
-        model = pretrained_model(weights, opt.cfg, nc, hyp.get("anchors"), model_class)
+        model = pretrained_model(weights, opt.cfg, nc, hyp.get("anchors"), model_class, check_record)
     else:
         model = model_class(opt.cfg, ch=3, nc=nc, anchors=hyp.get("anchors"))
     model = model.to(device)
@@ -29,7 +30,7 @@ def initial_model(opt, hyp, nc, device, ckpt=None, model_class=Model):
     return model
 
 
-def pretrained_model(weights, cfg, nc, anchors=None, model_class=Model):
+def pretrained_model(weights, cfg, nc, anchors=None, model_class=Model, check_record=check_detection_record):
     """A model from cfg (or the checkpoint's yaml) with every matching pretrained tensor transferred."""
     if not Path(weights).is_file():
         raise TrainingError(f"--weights {weights} not found (this project downloads nothing): give a path to a "
@@ -37,7 +38,7 @@ def pretrained_model(weights, cfg, nc, anchors=None, model_class=Model):
                             "scratch.")
     ck = load_any(weights)
     rec = pick_model_record(ck, weights)
-    check_detection_record(rec, weights)
+    check_record(rec, weights)
     if not cfg and not isinstance(rec.get("yaml"), dict):
         raise TrainingError(f"--weights {weights}: the stored model has no yaml to rebuild it from; give --cfg too.")
     try:

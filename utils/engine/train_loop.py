@@ -87,8 +87,10 @@ class TrainLoop:
         self.mloss = np.zeros(len(parts.task.loss_names))  # the epoch's mean loss items as last read back
         self.losses_read = None  # mloss when this step read the losses back, else None
         self.imgs = self.targets = self.paths = None  # the current step's batch, for after_step hooks
+        self.extras = ()  # the batch's items after shapes (segmentation: masks), as the loader gave them
         self.lrs = []  # group lrs at the end of the epoch (results.csv x/lr0..2)
-        self.results = (0, 0, 0, 0, 0, 0, 0)  # P, R, mAP50, mAP50-95, val box, obj, cls
+        # metrics then val losses (detection: P, R, mAP50, mAP50-95, val box, obj, cls)
+        self.results = (0,) * (len(parts.task.metric_names) + len(parts.task.loss_names))
         self.maps = state.maps if state.maps is not None else np.zeros(parts.nc)  # per-class mAP50-95
         self.fitness = 0.0  # this epoch's
         self.best_fitness, self.best_epoch = state.best_fitness, state.best_epoch
@@ -148,9 +150,10 @@ class TrainLoop:
             self._call("after_step")
 
     def run_step(self, batch):
-        """One iteration on batch (uint8 images, targets, paths, shapes) at (self.epoch, self.iter)."""
+        """One iteration on batch (uint8 images, targets, paths, shapes, *extras) at (self.epoch, self.iter); the
+        extras (segmentation's masks) go to the loss after the targets."""
         p, ni = self.parts, self.ni
-        imgs, targets, paths, _ = batch
+        imgs, targets, paths, _, *extras = batch
         imgs = backend.to_device(imgs, p.device)
         if p.precision.channels_last:  # reordered as 1-byte pixels; the conversions below keep the layout
             imgs = backend.to_channels_last(imgs)
@@ -162,7 +165,8 @@ class TrainLoop:
             imgs = random_rescale(imgs, p.imgsz, p.gs)
         with backend.autocast(p.device, enabled=p.precision.autocast, dtype=p.precision.dtype):
             pred = p.model(imgs if p.task.prepare_images is None else p.task.prepare_images(imgs))
-            loss, loss_items = p.compute_loss(pred, backend.to_device(targets, p.device))
+            loss, loss_items = p.compute_loss(pred, backend.to_device(targets, p.device),
+                                              *(backend.to_device(x, p.device) for x in extras))
         if p.dist.distributed:
             loss = loss * p.dist.world_size  # DDP averages gradients over ranks; the loss is a per-rank sum
         if p.quad:
@@ -179,7 +183,7 @@ class TrainLoop:
         if ni - self.last_opt_step >= settings.accumulate:
             self.optimizer_step()
             self.last_opt_step = ni
-        self.imgs, self.targets, self.paths = imgs, targets, paths
+        self.imgs, self.targets, self.paths, self.extras = imgs, targets, paths, tuple(extras)
 
     def optimizer_step(self):
         p = self.parts
@@ -266,20 +270,18 @@ class TrainBatchPlotHook(HookBase):
         if loop.ni < 3:
             f = loop.parts.run.save_dir / f"train_batch{loop.ni}.jpg"
             loop.parts.plots.submit(f.name, loop.parts.task.plot_batch, images_as_drawn(loop.imgs),
-                                    backend.to_numpy(loop.targets), loop.paths, f)
+                                    backend.to_numpy(loop.targets), loop.paths, f,
+                                    *(backend.to_numpy(x) for x in loop.extras))
 
 
 def validate(parts, model, plots=False, **kw):
-    """(P, R, mAP50, mAP50-95, val box, obj, cls) as floats and the per-class mAPs of model on the validation set."""
-    if parts.task.evaluate is not None:  # a task with its own validation (classification: top-1, top-5, loss)
-        results, maps = parts.task.evaluate(model, parts.val_loader, compute_loss=parts.compute_loss,
-                                            prepare_images=parts.task.prepare_images, verbose=kw.get("verbose", False))
-        return tuple(float(x) for x in results), np.asarray(maps, dtype=np.float64)
+    """The task's metrics then val losses (detection: P, R, mAP50, mAP50-95, val box, obj, cls) as floats and the
+    per-class mAPs of model on the validation set."""
     half = parts.precision.autocast and backend.is_cuda(parts.device)  # CPU bf16 autocast keeps fp32 weights
-    results, maps, _ = validate_model(model, parts.val_loader, parts.data, single_cls=parts.options.single_cls,
-                                      half=half, compute_loss=parts.compute_loss, save_dir=parts.run.save_dir,
-                                      plots=plots, plot_jobs=parts.plots, task_plugin=parts.task,
-                                      **kw)  # leaves the model in fp32, where the EMA averages
+    results, maps, _ = (parts.task.validate or validate_model)(
+        model, parts.val_loader, parts.data, single_cls=parts.options.single_cls, half=half,
+        compute_loss=parts.compute_loss, save_dir=parts.run.save_dir, plots=plots, plot_jobs=parts.plots,
+        task_plugin=parts.task, **kw)  # leaves the model in fp32, where the EMA averages
     return tuple(float(x) for x in results), np.asarray(maps, dtype=np.float64)
 
 

@@ -15,9 +15,14 @@ from utils.data.collate import collate_fn as detection_collate
 from utils.data.dataset import LoadImagesAndLabels
 from utils.data.loader import make_loader
 from utils.distributed import DistContext
+from utils.errors import UserError
 from utils.boxes import xyn2xy, xywhn2xyxy, xyxy2xywhn
 from utils.log import LOGGER
 from utils.segment.masks import polygons2masks, polygons2masks_overlap
+
+
+class SegmentOptionError(UserError, ValueError):
+    pass
 
 
 class LoadImagesAndSegments(LoadImagesAndLabels):
@@ -133,10 +138,21 @@ def collate_with_masks(batch):
 
 def create_seg_dataloader(path, imgsz, batch_size, stride, single_cls=False, hyp=None, augment=False, cache=None,
                           pad=0.0, rect=False, workers=8, prefix="", shuffle=False, seed=0, nc=None,
-                          overlap_mask=False, mask_downsample_ratio=1, dist=None):
-    """(loader, dataset) of the polygon dataset; batches (imgs uint8, targets, paths, shapes, masks)."""
-    dist = dist or DistContext()
+                          overlap_mask=False, mask_downsample_ratio=1, dist=None, rank=-1, image_weights=False,
+                          quad=False):
+    """(loader, dataset) of the polygon dataset; batches (imgs uint8, targets, paths, shapes, masks). The arguments
+    of utils.data.loader.create_dataloader (Task.build_dataloader's), plus the mask layout (overlap_mask) and the
+    mask downsample ratio (--mask-ratio)."""
+    if quad:
+        raise SegmentOptionError("--quad is not available for segmentation (the official segmentation loader has no "
+                                 "quad collate either); train without --quad.")
+    if dist is None:
+        dist = DistContext() if rank == -1 else DistContext.from_env()
+    if rect and shuffle:
+        LOGGER.warning(f"{prefix}WARNING ⚠️ --rect is incompatible with DataLoader shuffle, setting shuffle=False")
+        shuffle = False
     dataset = LoadImagesAndSegments(path, imgsz, batch_size, augment=augment, hyp=hyp, rect=rect,
+                                    image_weights=image_weights,
                                     cache_images=cache, single_cls=single_cls, stride=int(stride), pad=pad,
                                     prefix=prefix, rank=dist.rank, world_size=dist.world_size, seed=seed,
                                     shuffle=shuffle, downsample_ratio=mask_downsample_ratio, overlap=overlap_mask)

@@ -18,7 +18,8 @@ from utils.evaluation.matching import labels_in_pixels, match_image
 from utils.log import LOGGER
 from utils.inference.label_txt import write_label_txt
 from utils.metrics import ap_per_class, match_by_iou
-from utils.segment.masks import mask_iou, overlap_to_instances, process_mask, process_mask_native, resize_masks
+from utils.segment.masks import (mask_iou, overlap_to_instances, process_mask, process_mask_native, resize_masks,
+                                 scale_image)
 
 TABLE_HEADER = ("%22s" + "%11s" * 10) % ("Class", "Images", "Instances", "Box(P", "R", "mAP50", "mAP50-95)",
                                          "Mask(P", "R", "mAP50", "mAP50-95)")
@@ -98,8 +99,10 @@ class SegmentationEvaluator(DetectionEvaluator):
             if self.save_txt:
                 write_label_txt(self.save_dir / "labels" / f"{Path(paths[si]).stem}.txt", predn, shapes[si][0],
                                 self.save_conf)
-            if self.coco is not None:
-                self.coco.add(predn, paths[si])
+            if self.coco is not None:  # masks on the original image, as the official --save-json encodes them
+                native = scale_image(input_hw, (pm > 0.5).astype(np.uint8).transpose(1, 2, 0), shapes[si][0],
+                                     shapes[si][1])
+                self.coco.add(predn, paths[si], native.transpose(2, 0, 1))
 
     def compute(self):
         """The box and mask figures of everything updated so far; prints the table. Returns SegmentationMetrics."""
@@ -125,3 +128,12 @@ class SegmentationEvaluator(DetectionEvaluator):
             self.draw("confusion_matrix.png", self.confusion_matrix.plot, save_dir=self.save_dir,
                       names=list(self.names.values()))
         return SegmentationMetrics(box, mask)
+
+    def evaluate_coco(self, metrics, im_files=()):
+        """--save-json: write the predictions file (boxes and RLE masks); when pycocotools scored it, its box and
+        mask mAPs replace metrics' overall mAP50 and mAP50-95 (in place), as official. Returns metrics."""
+        if self.coco is not None:
+            res = self.coco.save_and_evaluate(im_files)
+            if res is not None:
+                metrics.box.map50_95, metrics.box.map50, metrics.mask.map50_95, metrics.mask.map50 = res
+        return metrics

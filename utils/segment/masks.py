@@ -108,7 +108,8 @@ def process_mask_native(protos, coefs, boxes, shape):
 
 
 def scale_image(im1_shape, masks, im0_shape, ratio_pad=None):
-    """Masks (h, w, n) on the letterboxed input of size im1_shape -> (h0, w0, n) on the original image."""
+    """Masks (h, w, n) on the letterboxed input of size im1_shape -> (h0, w0, n) on the original image. uint8 masks
+    are resized as uint8 (OpenCV's fixed-point rounding, as the official --save-json does), others as float32."""
     if ratio_pad is None:
         gain = min(im1_shape[0] / im0_shape[0], im1_shape[1] / im0_shape[1])
         pad = (im1_shape[1] - im0_shape[1] * gain) / 2, (im1_shape[0] - im0_shape[0] * gain) / 2
@@ -119,6 +120,10 @@ def scale_image(im1_shape, masks, im0_shape, ratio_pad=None):
     masks = masks[top:bottom, left:right]
     if masks.ndim == 2:
         masks = masks[:, :, None]
+    if masks.dtype == np.uint8:
+        parts = [cv2.resize(np.ascontiguousarray(masks[:, :, i:i + _CV_MAX_CHANNELS]), (im0_shape[1], im0_shape[0]))
+                 for i in range(0, masks.shape[2], _CV_MAX_CHANNELS)]
+        return np.concatenate([p if p.ndim == 3 else p[:, :, None] for p in parts], 2)
     out = resize_masks(masks.transpose(2, 0, 1).astype(np.float32), (im0_shape[0], im0_shape[1]))
     return out.transpose(1, 2, 0)
 

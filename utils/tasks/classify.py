@@ -34,6 +34,14 @@ def top1_fitness(results):
     return np.asarray(results, dtype=np.float64)[..., 0]
 
 
+def _validate(model, dataloader, data=None, compute_loss=None, verbose=False, **_):
+    """The trainer's validation in utils.evaluation.validate_model's call and return shape: ((top1, top5, loss),
+    per-class top-1, None); detection's options (thresholds, plots) do not apply."""
+    results, per_class = evaluate_classifier(model, dataloader, compute_loss=compute_loss,
+                                             prepare_images=normalize_images, verbose=verbose)
+    return results, per_class, None
+
+
 def _loss(model, hyp, fused_iou=False):
     return ClassificationLoss(hyp.get("label_smoothing", 0.0), world_size=hyp.get("world_size", 1))
 
@@ -68,10 +76,10 @@ CLASSIFY = ClassifyTask(
     loss_names=("loss",),
     metric_names=("metrics/accuracy_top1", "metrics/accuracy_top5"),
     fitness=top1_fitness,
-    build_evaluator=None,  # validation is `evaluate` (no per-box evaluator)
+    build_evaluator=None,  # validation is `validate` (no per-box evaluator)
     postprocess=None,
     plot_labels=None,
     plot_batch=plot_classification_batch,
     prepare_images=normalize_images,
-    evaluate=evaluate_classifier,
+    validate=_validate,
 )

@@ -2,6 +2,8 @@
 from dataclasses import dataclass
 from typing import Callable, Optional, Tuple
 
+from utils.checkpoint.kind import check_detection_record
+
 
 @dataclass(frozen=True)
 class Task:
@@ -26,14 +28,17 @@ class Task:
     build_evaluator: Callable
     postprocess: Callable  # raw predictions -> per-image results (detection: NMS), called by validation
     plot_labels: Callable  # (labels, names, save_dir) -> labels.jpg
-    plot_batch: Callable  # (images, targets, paths, fname) -> a train_batch mosaic
-    # Optional, for tasks whose network takes other than the loaders' 0-1 images or whose validation is not the
-    # detection-style loop (classification). None: detection's behaviour.
-    # (float 0-1 images on the device) -> the network's input (classification: the ImageNet mean/std)
+    plot_batch: Callable  # (images, targets, paths, fname, *batch extras) -> a train_batch mosaic
+    # Added for the tasks after detection (their defaults are detection's behaviour). A batch's items after
+    # (images, targets, paths, shapes), e.g. segmentation's masks, go to the loss after the targets and to plot_batch.
+    # validate: the trainer's validation of an in-memory model, with utils.evaluation.validate_model's signature and
+    # return; None: validate_model itself (DetectionEvaluator over NMS outputs).
+    validate: Optional[Callable] = None
+    # --weights: (model record, source) -> None, raising when the stored model is not one this task trains from
+    check_pretrained: Callable = check_detection_record
+    # (float 0-1 images on the device) -> the network's input; None: the images as they are (classification: the
+    # ImageNet mean/std)
     prepare_images: Optional[Callable] = None
-    # the trainer's validation: (model, loader, compute_loss=, prepare_images=, verbose=, ...) -> (results tuple in
-    # the order of results_row's `results`, per-class array); None: utils.evaluation.validate_model
-    evaluate: Optional[Callable] = None
 
     def results_keys(self, n_lr_groups=3):
         """results.csv's columns after 'epoch': train losses, metrics, val losses, learning rates."""

@@ -1,0 +1,36 @@
+"""Batch mosaics with masks (train_batch*.jpg of segment/train.py): each instance's mask tinted in its class colour
+onto the picture, then the boxes drawn by utils.plots.plot_images."""
+import cv2
+import numpy as np
+
+from utils.plots import colors, images_as_drawn, plot_images
+
+
+def tint_masks(images, targets, masks, overlap, alpha=0.5):
+    """images (B, 3, H, W) uint8; targets (n, 6) [img, cls, xywh]; masks (B, h, w) overlap images (pixel value k + 1
+    = the image's k-th target) or (n, h, w) one 0/1 mask per target row. Returns tinted copies of the images."""
+    images = np.array(images, dtype=np.uint8, copy=True)  # (at most 16: images_as_drawn's first ones)
+    if masks is None or not len(targets):
+        return images
+    masks = np.asarray(masks)
+    h, w = images.shape[2:]
+    for i in range(min(images.shape[0], masks.shape[0] if overlap else images.shape[0])):
+        rows = np.flatnonzero(targets[:, 0] == i)
+        for k, row in enumerate(rows):
+            m = (masks[i] == k + 1) if overlap else masks[row] > 0
+            if not m.any():
+                continue
+            m = cv2.resize(m.astype(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST).astype(bool)
+            colour = np.array(colors(int(targets[row, 1])), dtype=np.float32).reshape(3, 1)
+            im = images[i].reshape(3, -1).astype(np.float32)
+            sel = m.reshape(-1)
+            im[:, sel] = im[:, sel] * (1 - alpha) + colour * alpha
+            images[i] = im.reshape(3, h, w).astype(np.uint8)
+    return images
+
+
+def plot_images_and_masks(images, targets, paths=None, fname="images.jpg", masks=None, names=None, overlap=True):
+    """plot_images with the instances' masks tinted in: Task.plot_batch of segmentation (masks: the batch's, in
+    the loader's layout, overlap or one per target)."""
+    images = images_as_drawn(images)
+    return plot_images(tint_masks(images, np.asarray(targets), masks, overlap), targets, paths, fname, names)
