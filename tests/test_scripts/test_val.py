@@ -149,6 +149,7 @@ def test_val_cli_prints_all_line_and_augment_runs(small_set, yolov5n_pt, tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # OneFlow: about 4 min alone, past the suite's 10 min limit on a machine loaded by other work
 def test_coco128_parity_with_official(coco128_dir, yolov5n_pt, tmp_path):
     """REFERENCE.md: official val.py --img 640 --batch 32 --conf 0.001 --iou 0.6 gives P 0.634, R 0.480, mAP50 0.544,
     mAP50-95 0.350. R and both mAPs are held to 0.005. P is held to 0.02: it is read where the smoothed mean F1 peaks,
@@ -172,10 +173,17 @@ def test_coco128_parity_with_official(coco128_dir, yolov5n_pt, tmp_path):
     assert abs(got[0] - 0.634) <= 0.02, got
 
 
-def test_save_hybrid_labels_give_near_perfect_map(small_set, yolov5n_pt, tmp_path):
+def test_save_hybrid_labels_give_near_perfect_map(small_set, yolov5n_pt, tmp_path, monkeypatch):
     """--save-hybrid adds every label as a confidence-1 detection before NMS, so each label is matched at IoU 1:
-    recall 1 is reached before any false positive, AP is the 101-point maximum 0.995 for every class."""
+    recall 1 is reached before any false positive, AP is the 101-point maximum 0.995 for every class. NMS runs
+    without its time limit here: on a loaded machine the official limit cuts images, whose labels then count as
+    missed (0.622 seen under OneFlow at a load of 10), which is the limit's doing, not --save-hybrid's."""
+    import functools
+    import math
     import val
+    from utils.nms import non_max_suppression
+    monkeypatch.setattr(val, "run_validation", functools.partial(
+        val.run_validation, postprocess=functools.partial(non_max_suppression, time_limit=math.inf)))
     yaml_file, _ = small_set
     (mp, mr, map50, map_, *_), maps, _ = val.run(data=str(yaml_file), weights=str(yolov5n_pt), imgsz=128,
                                                batch_size=8, workers=0, save_hybrid=True, save_txt=True,
