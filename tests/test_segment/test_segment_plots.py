@@ -109,3 +109,31 @@ def test_train_batch_tint_and_skips_unconfident_predictions(tmp_path):
     differs = np.abs(out.astype(np.int16) - plain).max(-1) > 0
     assert differs[masks[0] > 0].any() and not differs[masks[2] > 0].any()
     assert (tmp_path / "t.jpg").is_file()
+
+
+def test_seg_results_png_marks_the_best_epoch(tmp_path):
+    """A segment/train.py results.csv gives the official 16 panels, each titled with its value at the best epoch by
+    the box + mask fitness (epoch 1 here, though epoch 2 has the better box mAPs); best=False: the last epoch."""
+    from utils.plots import plot_results
+    from tests.test_segment.test_segment_train import OFFICIAL_KEYS
+    rows = np.zeros((3, 20))
+    rows[:, 0] = range(3)
+    rows[:, 1] = [0.3, 0.2, 0.1]  # train/box_loss
+    rows[:, [7, 8, 11, 12]] = [[0.1, 0.1, 0.1, 0.1], [0.2, 0.2, 0.6, 0.5], [0.3, 0.3, 0.1, 0.1]]
+    (tmp_path / "results.csv").write_text(",".join(["epoch", *OFFICIAL_KEYS]) + "\n" +
+                                          "\n".join(",".join(f"{v:g}" for v in r) for r in rows) + "\n")
+    titles = plot_results(tmp_path / "results.csv")
+    assert (tmp_path / "results.png").is_file() and len(titles) == 16
+    assert titles[0] == "train/box_loss\n0.2" and titles[-1] == "metrics/mAP_0.5:0.95(M)\n0.5"
+    assert plot_results(tmp_path / "results.csv", best=False)[0] == "train/box_loss\n0.1"
+
+
+def test_plot_evolve_panels_each_hyperparameter(tmp_path):
+    """evolve.png: the best row by the given fitness; its hyperparameters returned (the columns after the results)."""
+    from utils.plots import plot_evolve
+    keys = [f"r{i}" for i in range(12)] + ["lr0", "momentum"]
+    rows = np.array([[0.1] * 12 + [0.01, 0.9], [0.5] * 12 + [0.02, 0.8], [0.2] * 12 + [0.03, 0.7]])
+    (tmp_path / "evolve.csv").write_text(",".join(keys) + "\n" + "\n".join(",".join(map(str, r)) for r in rows))
+    best = plot_evolve(tmp_path / "evolve.csv", lambda x: x[:, 0], n_results=12)
+    assert best == {"lr0": 0.02, "momentum": 0.8} and (tmp_path / "evolve.png").is_file()
+    assert plot_evolve(tmp_path / "evolve.csv", lambda x: -x[:, 0], n_results=12)["lr0"] == 0.01
