@@ -162,6 +162,8 @@ def main(opt, task_for=lambda opt: DETECT, parse=parse_opt, script="train.py", e
             if opt.project == str(parse(True, args=[]).project):
                 opt.project = str(evolve_project)
             opt.exist_ok, opt.resume = opt.resume, False
+        if opt.name == "cfg" and opt.cfg:  # official: --name cfg names the run after the model YAML
+            opt.name = Path(opt.cfg).stem
         # Making the folder is the claim (two runs started at once get exp and exp2). Only rank 0 claims: the other
         # DDP ranks never write to the run folder (utils/engine/run_folder.py), so their unclaimed name is never used.
         try:

@@ -97,11 +97,11 @@ def test_segment_train_evolve_two_generations(shared_dir, tmp_path):
     data = make_tiny_seg(shared_dir, tmp_path / "seg")
     args = ["--data", data, "--cfg", "yolov5n-seg.yaml", "--weights", shared_dir / "weights" / "yolov5n-seg-coco128.pt",
             "--img", "64", "--epochs", "1", "--batch-size", "4", "--workers", "0", "--project", tmp_path / "runs",
-            "--name", "evo", "--evolve", "2", "--evolve_population", tmp_path / "no_hyps_here.yaml"]
+            "--name", "cfg", "--evolve", "2", "--evolve_population", tmp_path / "no_hyps_here.yaml"]
     (tmp_path / "no_hyps_here.yaml").write_text("lr0: 0.02\n")  # generation 1: --hyp with this lr0
     p = _seg_train(args, tmp_path)
     assert p.returncode == 0, p.stderr[-4000:]
-    run = tmp_path / "runs" / "evo"
+    run = tmp_path / "runs" / "yolov5n-seg"  # --name cfg: named after the model YAML, as official
     keys, x = read_evolve_csv(run / "evolve.csv")
     assert tuple(keys[:12]) == OFFICIAL_SEG_EVOLVE_KEYS and x.shape[0] == 2
     assert x[1, keys.index("lr0")] == pytest.approx(0.02) and x[0, keys.index("lr0")] == pytest.approx(0.01)
