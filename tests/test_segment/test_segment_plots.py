@@ -113,7 +113,7 @@ def test_train_batch_tint_and_skips_unconfident_predictions(tmp_path):
 
 def test_seg_results_png_marks_the_best_epoch(tmp_path):
     """A segment/train.py results.csv gives the official 16 panels, each titled with its value at the best epoch by
-    the box + mask fitness (epoch 1 here, though epoch 2 has the better box mAPs); best=False: the last epoch."""
+    the box + mask fitness (epoch 1 here, though epoch 2 has the better box mAPs)."""
     from utils.plots import plot_results
     from tests.test_segment.test_segment_train import OFFICIAL_KEYS
     rows = np.zeros((3, 20))
@@ -125,7 +125,6 @@ def test_seg_results_png_marks_the_best_epoch(tmp_path):
     titles = plot_results(tmp_path / "results.csv")
     assert (tmp_path / "results.png").is_file() and len(titles) == 16
     assert titles[0] == "train/box_loss\n0.2" and titles[-1] == "metrics/mAP_0.5:0.95(M)\n0.5"
-    assert plot_results(tmp_path / "results.csv", best=False)[0] == "train/box_loss\n0.1"
 
 
 def test_plot_evolve_panels_each_hyperparameter(tmp_path):
@@ -137,3 +136,37 @@ def test_plot_evolve_panels_each_hyperparameter(tmp_path):
     best = plot_evolve(tmp_path / "evolve.csv", lambda x: x[:, 0], n_results=12)
     assert best == {"lr0": 0.02, "momentum": 0.8} and (tmp_path / "evolve.png").is_file()
     assert plot_evolve(tmp_path / "evolve.csv", lambda x: -x[:, 0], n_results=12)["lr0"] == 0.01
+
+
+def test_trainer_validation_draws_val_batches_with_masks(shared_dir, tmp_path):
+    """The trainer's validation (SEGMENT.validate on the run's overlap loader) hands the loader's masks and the
+    predicted ones to val_batch0_labels.jpg / val_batch0_pred.jpg: the labels mosaic differs from the boxes-only one,
+    in the masks' colours."""
+    from models.experimental import attempt_load
+    from tests.helpers.seg_data import make_tiny_seg
+    from utils.dataset_config import check_dataset
+    from utils.segment.dataset import create_seg_dataloader
+    from utils.tasks.segment import SEGMENT
+
+    data = check_dataset(str(make_tiny_seg(shared_dir, tmp_path / "seg")))
+    loader = create_seg_dataloader(data["val"], 96, 4, 32, rect=True, pad=0.5, workers=0, overlap_mask=True,
+                                   mask_downsample_ratio=4)[0]
+    model = attempt_load(shared_dir / "weights" / "yolov5n-seg-coco128.pt", "cpu", fuse=True,
+                         build_model=SEGMENT.build_model)
+    calls = {}
+
+    class Capture:  # the run's PlotJobs: keeps what it is asked to draw
+        def submit(self, what, fn, *args, **kwargs):
+            calls[what] = (fn, args)
+
+        def wait(self):
+            pass
+
+    results, _, _ = SEGMENT.validate(model, loader, data, save_dir=tmp_path, plots=True, plot_jobs=Capture())
+    assert len(results) == 12
+    fn, (im, labels, paths, f, masks, names, overlap) = calls["val_batch0_labels.jpg"]
+    assert overlap is True and masks.shape[0] == im.shape[0] and masks.max() >= 1
+    plain = plot_images(im, labels, paths, tmp_path / "plain.jpg", names)
+    assert (np.abs(fn(im, labels, paths, f, masks, names, overlap).astype(np.int16) - plain).max(-1) > 0).mean() > 0.05
+    _, (_, preds, _, _, pred_masks, _, pred_overlap) = calls["val_batch0_pred.jpg"]
+    assert pred_overlap is False and preds.shape[1] == 7 and len(pred_masks) == len(preds) > 0
