@@ -11,8 +11,8 @@ DDP as train.py (python -m torch.distributed.run / oneflow.distributed.launch --
 
 Beyond official: train.py's flags (--bbox_iou_optim, --multi_tensor_optimizer, --amp/--no-amp, --evolve_population,
 --resume_evolve...). --evolve N runs train.py's search with the segmentation columns and fitness (runs/evolve-seg).
-Not here: --quad (refused in one line: the official quad loader returns no masks, so official segment training
-fails on its first batch with it).
+Not here: --quad (refused in one line: official segment/train.py --quad uses detection's quad collate, which cannot
+take the masks, and fails on its first batch).
 """
 import sys
 from pathlib import Path
@@ -57,8 +57,8 @@ def main(opt):
     """Train, or with --evolve search the hyperparameters as official segment/train.py (runs/evolve-seg; evolve.csv
     with the box and mask metrics and val losses, rows ranked by the segmentation fitness)."""
     if opt.quad:  # before the run folder is made
-        raise TrainingError("--quad is not available for segmentation: official segment/train.py's quad loader drops "
-                            "the masks and its first batch fails; train without --quad.")
+        raise TrainingError("--quad is not available for segmentation (official segment/train.py --quad fails on its "
+                            "first batch: detection's quad collate cannot take the masks); train without --quad.")
     return detection_train.main(opt, task_for=task_for, parse=parse_opt, script="segment/train.py",
                                 evolve_project=ROOT / "runs/evolve-seg")
 
