@@ -40,7 +40,7 @@ from utils.engine.seeding import process_seed  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.tasks.detect import DETECT  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
-from utils.evolve import evolve  # noqa: E402
+from utils.evolve import EvolveColumns, evolve  # noqa: E402
 from utils.log import LOGGER  # noqa: E402
 from utils.paths import RunDirError, increment_path  # noqa: E402
 
@@ -144,9 +144,11 @@ def resume_opt(opt, parse=parse_opt):
     return new
 
 
-def main(opt, task_for=lambda opt: DETECT, parse=parse_opt):
+def main(opt, task_for=lambda opt: DETECT, parse=parse_opt, script="train.py", evolve_project=ROOT / "runs/evolve"):
     """Train (or --evolve) with opt. task_for: opt -> the utils.tasks.Task trained, asked once the options are final
-    (a resumed run's are its last.pt's); parse: the script's parse_opt (its defaults: --resume, evolve's folder)."""
+    (a resumed run's are its last.pt's); parse: the script's parse_opt (its defaults: --resume, evolve's folder);
+    script: the entry script, as --evolve's closing line names it; evolve_project: --evolve's folder when --project
+    is the script's default (official: runs/evolve, segmentation's runs/evolve-seg)."""
     dist = DistContext.from_env()  # who this process is, decided once here and passed down
     process_seed(opt.seed, dist)  # a --seed numpy cannot take stops here, before any folder is made
     if opt.resume and not opt.evolve:
@@ -158,8 +160,10 @@ def main(opt, task_for=lambda opt: DETECT, parse=parse_opt):
             raise TrainingError("Either --cfg or --weights must be specified")
         if opt.evolve:
             if opt.project == str(parse(True, args=[]).project):
-                opt.project = str(ROOT / "runs/evolve")
+                opt.project = str(evolve_project)
             opt.exist_ok, opt.resume = opt.resume, False
+        if opt.name == "cfg" and opt.cfg:  # official: --name cfg names the run after the model YAML
+            opt.name = Path(opt.cfg).stem
         # Making the folder is the claim (two runs started at once get exp and exp2). Only rank 0 claims: the other
         # DDP ranks never write to the run folder (utils/engine/run_folder.py), so their unclaimed name is never used.
         try:
@@ -175,7 +179,8 @@ def main(opt, task_for=lambda opt: DETECT, parse=parse_opt):
         signals.on_stop(process_group.finish)  # forward it) and stop on their own; their watchdogs must not fail them
     task = task_for(opt)
     if opt.evolve:
-        evolve(load_hyp(opt.hyp), opt, device, functools.partial(train, dist=dist, task_plugin=task))
+        evolve(load_hyp(opt.hyp), opt, device, functools.partial(train, dist=dist, task_plugin=task),
+               columns=EvolveColumns.of(task), script=script)
         return None
     results = train(opt.hyp, opt, device, dist, task_plugin=task)
     process_group.finish()  # a goodbye to the peers' watchdogs: this rank's exit from here on is not a crash

@@ -9,8 +9,10 @@ Usage:
     $ python segment/train.py --resume                 # continue the most recent runs/train-seg run
 DDP as train.py (python -m torch.distributed.run / oneflow.distributed.launch --nproc_per_node N segment/train.py).
 
-Beyond official: train.py's flags (--bbox_iou_optim, --multi_tensor_optimizer, --amp/--no-amp...). Not here:
---evolve and --quad (refused in one line).
+Beyond official: train.py's flags (--bbox_iou_optim, --multi_tensor_optimizer, --amp/--no-amp, --evolve_population,
+--resume_evolve...). --evolve N runs train.py's search with the segmentation columns and fitness (runs/evolve-seg).
+Not here: --quad (refused in one line: official segment/train.py --quad uses detection's quad collate, which cannot
+take the masks, and fails on its first batch).
 """
 import sys
 from pathlib import Path
@@ -52,10 +54,13 @@ def task_for(opt):
 
 
 def main(opt):
-    if opt.evolve:
-        raise TrainingError("segment/train.py --evolve is not available here yet: evolve the hyperparameters with "
-                            "train.py --evolve on the detection labels, or with ultralytics/yolov5's segment/train.py.")
-    return detection_train.main(opt, task_for=task_for, parse=parse_opt)
+    """Train, or with --evolve search the hyperparameters as official segment/train.py (runs/evolve-seg; evolve.csv
+    with the box and mask metrics and val losses, rows ranked by the segmentation fitness)."""
+    if opt.quad:  # before the run folder is made
+        raise TrainingError("--quad is not available for segmentation (official segment/train.py --quad fails on its "
+                            "first batch: detection's quad collate cannot take the masks); train without --quad.")
+    return detection_train.main(opt, task_for=task_for, parse=parse_opt, script="segment/train.py",
+                                evolve_project=ROOT / "runs/evolve-seg")
 
 
 def run(**kwargs):

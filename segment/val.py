@@ -153,8 +153,20 @@ def main(opt):
         opt.conf_thres, opt.iou_thres, opt.save_json = 0.25, 0.45, False
         for opt.weights in weights:
             run(**vars(opt), plots=False)
+    elif opt.task == "study":  # box and mask figures and speed against image size, one study_*.txt per model
+        import numpy as np  # noqa: PLC0415  (this branch only)
+        sizes = list(range(256, 1536 + 128, 128))  # the official image sizes
+        for opt.weights in weights:
+            f = f"study_{Path(opt.data).stem}_{Path(opt.weights).stem}.txt"
+            rows = []
+            for opt.imgsz in sizes:
+                LOGGER.info(f"\nRunning {f} --imgsz {opt.imgsz}...")
+                r, _, t = run(**vars(opt), plots=False)
+                rows.append(tuple(r) + tuple(t))  # 8 figures, 4 val losses (0 here), 3 times in ms, as official
+            np.savetxt(f, rows, fmt="%10.4g")
+            LOGGER.info(f"Study results saved to {f}")
     else:
-        raise ValueError(f"--task {opt.task} is not one of train, val, test, speed")
+        raise UserError(f"--task {opt.task} is not one of train, val, test, speed, study.")
 
 
 if __name__ == "__main__":

@@ -5,10 +5,17 @@ results and the hyperparameters to evolve.csv; hyp_evolve.yaml holds the best ro
 The first generations train an initial population instead of mutants: --hyp itself, then each hyp YAML in
 --evolve_population (data/hyps/ by default) that differs from it in some gene. --resume_evolve continues an earlier
 search: from its evolve.csv (the rows become this run's history, so mutation starts from its fittest), or from an
-official evolve_population.yaml (its individuals become the initial population)."""
+official evolve_population.yaml (its individuals become the initial population).
+
+The task decides evolve.csv's result columns and the fitness its rows are ranked by (EvolveColumns.of(task)):
+detection's 7 (P, R, mAP50, mAP50-95, val box, obj, cls; 0.1 mAP50 + 0.9 mAP50-95), segmentation's 12 as official
+segment/train.py writes them (box then mask P, R, mAP50, mAP50-95, val box, seg, obj, cls; the fitness best.pt is
+chosen by, boxes plus masks)."""
 import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Tuple
 
 import numpy as np
 import yaml
@@ -17,6 +24,7 @@ from utils.errors import UserError
 from utils.log import LOGGER, colorstr
 from utils.loggers import note_ignored_flags
 from utils.paths import ROOT
+from utils.plots import plot_evolve
 from utils.yaml_files import read_yaml
 
 # gene: (mutation gain, lower limit, upper limit). 'anchors' is not evolved here: the model yaml owns anchors.
@@ -37,6 +45,24 @@ def _fitness(x):
     return (np.asarray(x)[:, :4] * np.array([0.0, 0.0, 0.1, 0.9])).sum(1)
 
 
+@dataclass(frozen=True)
+class EvolveColumns:
+    """evolve.csv's first columns (what one generation's training returns: the metrics, then the val losses) and
+    the fitness of rows of them."""
+    result_keys: Tuple[str, ...]
+    fitness: Callable
+
+    @classmethod
+    def of(cls, task):
+        """A utils.tasks.Task's: its metric and val-loss columns of results.csv, and its fitness."""
+        n = len(task.loss_names)
+        keys = task.results_keys()[n:n + len(task.metric_names) + n]
+        return cls(tuple(keys), task.fitness)
+
+
+DETECTION = EvolveColumns(RESULT_KEYS, _fitness)
+
+
 def read_evolve_csv(csv):
     lines = Path(csv).read_text().splitlines()
     keys = [k.strip() for k in lines[0].split(",")]
@@ -44,7 +70,7 @@ def read_evolve_csv(csv):
     return keys, x
 
 
-def mutate(hyp, csv, parent="single", mp=0.8, s=0.2, rng=None):
+def mutate(hyp, csv, parent="single", mp=0.8, s=0.2, rng=None, columns=DETECTION):
     """A child of the best rows in evolve.csv (returns a new hyp dict); the hyp itself when there is no csv yet."""
     hyp = dict(hyp)
     csv = Path(csv)
@@ -52,8 +78,8 @@ def mutate(hyp, csv, parent="single", mp=0.8, s=0.2, rng=None):
         rng = rng or np.random.default_rng(int(time.time()))
         keys, x = read_evolve_csv(csv)
         n = min(5, len(x))
-        x = x[np.argsort(-_fitness(x))][:n]
-        w = _fitness(x) - _fitness(x).min() + 1e-6
+        x = x[np.argsort(-columns.fitness(x))][:n]
+        w = columns.fitness(x) - columns.fitness(x).min() + 1e-6
         row = x[random.choices(range(n), weights=w)[0]] if parent == "single" or n == 1 else \
             (x * w.reshape(n, 1)).sum(0) / w.sum()
         genes = [k for k in hyp if k in META and k in keys]
@@ -70,26 +96,30 @@ def mutate(hyp, csv, parent="single", mp=0.8, s=0.2, rng=None):
     return hyp
 
 
-def record(results, hyp, save_dir):
+def record(results, hyp, save_dir, columns=DETECTION):
     """Append one generation to evolve.csv and rewrite hyp_evolve.yaml with the best generation so far."""
     save_dir = Path(save_dir)
     csv, yml = save_dir / "evolve.csv", save_dir / "hyp_evolve.yaml"
-    keys = list(RESULT_KEYS) + list(hyp.keys())
+    nr = len(columns.result_keys)
+    if len(results) != nr:  # a task's train() and its columns disagree: a programming error, not the user's
+        raise ValueError(f"evolve: {len(results)} results for the {nr} columns {columns.result_keys}")
+    keys = list(columns.result_keys) + list(hyp.keys())
     vals = [float(r) for r in results] + [float(v) for v in hyp.values()]
     n = len(keys)
     header = "" if csv.exists() else ("%20s," * n % tuple(keys)).rstrip(",") + "\n"
     with open(csv, "a") as f:
         f.write(header + ("%20.5g," * n % tuple(vals)).rstrip(",") + "\n")
     keys, x = read_evolve_csv(csv)
-    i = int(np.argmax(_fitness(x)))
-    best = {k: float(v) for k, v in zip(keys[7:], x[i, 7:])}
+    fit = columns.fitness(x)
+    i = int(np.argmax(fit))
+    best = {k: float(v) for k, v in zip(keys[nr:], x[i, nr:])}
     with open(yml, "w") as f:
         f.write(f"# YOLOv5 Hyperparameter Evolution Results\n# Best generation: {i}\n"
-                f"# Last generation: {len(x) - 1}\n# " + ", ".join(k.strip() for k in keys[:7]) + "\n# "
-                + ", ".join(f"{v:.5g}" for v in x[i, :7]) + "\n\n")
+                f"# Last generation: {len(x) - 1}\n# " + ", ".join(k.strip() for k in keys[:nr]) + "\n# "
+                + ", ".join(f"{v:.5g}" for v in x[i, :nr]) + "\n\n")
         yaml.safe_dump(best, f, sort_keys=False)
-    LOGGER.info(colorstr("evolve: ") + f"generation {len(x) - 1} fitness {_fitness(x[-1:])[0]:.5f}, "
-                f"best {_fitness(x[i:i + 1])[0]:.5f} (generation {i})")
+    LOGGER.info(colorstr("evolve: ") + f"generation {len(x) - 1} fitness {fit[-1]:.5f}, "
+                f"best {fit[i]:.5f} (generation {i})")
     return best
 
 
@@ -114,7 +144,7 @@ def _individual(hyp, candidate):
                       if k in META and k in hyp and isinstance(v, (int, float)) and not isinstance(v, bool)}}
 
 
-def initial_population(hyp, folder=None, resume=None, csv=None):
+def initial_population(hyp, folder=None, resume=None, csv=None, columns=DETECTION):
     """Hyp dicts to train before mutating, without repeats: hyp and the folder's *.yaml, or the individuals of an
     official evolve_population.yaml given as `resume`. A `resume` evolve.csv is copied to `csv` instead and no
     population is returned: mutation continues from its fittest rows."""
@@ -127,8 +157,10 @@ def initial_population(hyp, folder=None, resume=None, csv=None):
             except (ValueError, IndexError) as e:  # UnicodeDecodeError is a ValueError
                 raise EvolveError(f"--resume_evolve {path}: not a readable evolve.csv ({type(e).__name__}: "
                                   f"{' '.join(str(e).split())[:100]}).") from None
-            if len(keys) < 8 or keys[0] != RESULT_KEYS[0]:
-                raise EvolveError(f"--resume_evolve {path}: not an evolve.csv (first column {keys[0]!r}).")
+            nr = len(columns.result_keys)
+            if len(keys) <= nr or tuple(keys[:nr]) != columns.result_keys:
+                raise EvolveError(f"--resume_evolve {path}: not an evolve.csv of this task (its columns start "
+                                  f"{', '.join(keys[:2])}...; expected {', '.join(columns.result_keys[:2])}...).")
             if csv is not None and Path(csv).resolve() != path.resolve():
                 Path(csv).write_text(path.read_text())
             LOGGER.info(colorstr("evolve: ") + f"resuming from the {len(x)} generations in {path}")
@@ -152,23 +184,27 @@ def initial_population(hyp, folder=None, resume=None, csv=None):
     return population
 
 
-def evolve(hyp, opt, device, train_fn):
-    """Run opt.evolve generations of train_fn(hyp, opt, device) in opt.save_dir."""
+def evolve(hyp, opt, device, train_fn, columns=DETECTION, script="train.py"):
+    """Run opt.evolve generations of train_fn(hyp, opt, device) in opt.save_dir. columns: the task's evolve.csv
+    results and fitness (EvolveColumns.of(task)); script: the entry script named in the closing usage line."""
     note_ignored_flags(opt, {"bucket": ""}, what="syncing evolve.csv with a Google Cloud Storage bucket")
-    opt.noval, opt.nosave = True, True  # only the final epoch is validated, only the final epoch saved
+    # only the final epoch is validated, nothing saved, no plots (official: plots = not evolve and not --noplots)
+    opt.noval, opt.nosave, opt.noplots = True, True, True
     save_dir = Path(opt.save_dir)
     save_dir.mkdir(parents=True, exist_ok=True)
     csv = save_dir / "evolve.csv"
     population = initial_population(hyp, getattr(opt, "evolve_population", None), getattr(opt, "resume_evolve", None),
-                                    csv)
+                                    csv, columns=columns)
     if csv.exists():  # continuing a search (--resume_evolve x.csv, or --resume into its folder): mutants only
         population = []
     elif len(population) > 1:
         LOGGER.info(colorstr("evolve: ") + f"initial population of {len(population)}, then mutation")
     for gen in range(opt.evolve):
-        h = population[gen] if gen < len(population) else mutate(hyp, csv)
+        h = population[gen] if gen < len(population) else mutate(hyp, csv, columns=columns)
         results = train_fn(dict(h), opt, device)
-        record(results, h, save_dir)
+        record(results, h, save_dir, columns=columns)
+    if (save_dir / "evolve.csv").exists():
+        plot_evolve(save_dir / "evolve.csv", columns.fitness, len(columns.result_keys))  # evolve.png, as official
     LOGGER.info(f"Hyperparameter evolution finished {opt.evolve} generations\n"
                 f"Results saved to {colorstr('bold', save_dir)}\n"
-                f"Usage example: $ python train.py --hyp {save_dir / 'hyp_evolve.yaml'}")
+                f"Usage example: $ python {script} --hyp {save_dir / 'hyp_evolve.yaml'}")

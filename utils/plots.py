@@ -265,8 +265,11 @@ _RESULT_PANELS = {False: ((2, 5), [1, 2, 3, 4, 5, 8, 9, 10, 6, 7]),
                   True: ((2, 8), [1, 2, 3, 4, 5, 6, 9, 10, 13, 14, 15, 16, 7, 8, 11, 12])}
 
 
-def plot_results(file="path/to/results.csv", dir=""):
-    """results.csv (train.py's or segment/train.py's columns) -> results.png: each column against the epoch."""
+def plot_results(file="path/to/results.csv", dir="", best=True):
+    """results.csv (train.py's or segment/train.py's columns) -> results.png: each column against the epoch. A
+    segment/train.py one is drawn as official plot_results_with_masks: a red star on the best epoch (by
+    0.1 mAP50 + 0.9 mAP50-95 of boxes plus masks; with best=False the last one), its value under each title.
+    Returns the panel titles."""
     import pandas as pd  # heavy (0.6 s), needed by this plot only: kept off every start-up
     plt = pyplot()
     save_dir = Path(file).parent if file else Path(dir)
@@ -281,10 +284,19 @@ def plot_results(file="path/to/results.csv", dir=""):
             data = pd.read_csv(f)
             s = [x.strip() for x in data.columns]
             x = data.values[:, 0]
+            if masks:  # box mAP50, mAP50-95, mask mAP50, mAP50-95 are columns 7, 8, 11, 12
+                k = int(np.argmax(data.values[:, [7, 8, 11, 12]].astype(float) @ [0.1, 0.9, 0.1, 0.9])) if best \
+                    else len(x) - 1
             for i, j in enumerate(panels):
                 if j >= data.shape[1]:
                     continue
                 y = data.values[:, j].astype("float")
+                if masks:
+                    ax[i].plot(x, y, marker=".", label=f.stem, linewidth=2, markersize=2)
+                    ax[i].scatter(x[k], y[k], color="r", label=f"best:{k}" if best else "last", marker="*",
+                                  linewidth=3)
+                    ax[i].set_title(s[j] + f"\n{round(y[k], 5)}")
+                    continue
                 ax[i].plot(x, y, marker=".", label=f.stem, linewidth=2, markersize=8)
                 if len(y) > 2:  # a smoothed trend, as ultralytics draws it
                     from scipy.ndimage import gaussian_filter1d  # heavy (0.6 s), this plot only
@@ -294,4 +306,48 @@ def plot_results(file="path/to/results.csv", dir=""):
             LOGGER.info(f"Warning: Plotting error for {f}: {e}")
     ax[1].legend()
     fig.savefig(save_dir / "results.png", dpi=200)
+    titles = [a.get_title() for a in ax]
     plt.close(fig)
+    return titles
+
+
+def _cell_density(x, y, n=20):
+    """log of how many points share each point's cell of an n x n grid over (x, y): plot_evolve's dot colours."""
+    def cell(v):
+        span = v.max() - v.min()
+        return np.zeros(len(v), int) if span == 0 else np.minimum(((v - v.min()) / span * n).astype(int), n - 1)
+    cx, cy = cell(x), cell(y)
+    counts = np.zeros((n, n))
+    np.add.at(counts, (cx, cy), 1)
+    return np.log(counts[cx, cy])
+
+
+def plot_evolve(evolve_csv="path/to/evolve.csv", fitness=None, n_results=7):
+    """evolve.csv -> evolve.png beside it, as official: one panel per hyperparameter (the columns after the
+    n_results result columns), each generation's value against its fitness, the best generation marked and named
+    in the title. fitness: rows -> fitness (default detection's, 0.1 mAP50 + 0.9 mAP50-95 of columns 2 and 3).
+    Returns the best row's hyperparameters."""
+    evolve_csv = Path(evolve_csv)
+    lines = evolve_csv.read_text().splitlines()
+    keys = [k.strip() for k in lines[0].split(",")]
+    x = np.array([[float(v) for v in ln.split(",")] for ln in lines[1:] if ln.strip()], ndmin=2)
+    f = np.asarray(fitness(x) if fitness else x[:, 2] * 0.1 + x[:, 3] * 0.9, np.float64)
+    j = int(np.argmax(f))
+    plt = pyplot()
+    fig = plt.figure(figsize=(10, 12), tight_layout=True)
+    LOGGER.info(f"Best results from row {j} of {evolve_csv}:")
+    genes = keys[n_results:]
+    for i, k in enumerate(genes[:30]):  # a 6 x 5 grid, as official
+        v = x[:, n_results + i]
+        ax = fig.add_subplot(6, 5, i + 1)
+        ax.scatter(v, f, c=_cell_density(v, f), cmap="viridis", alpha=0.8, edgecolors="none")
+        ax.plot(v[j], f.max(), "k+", markersize=15)
+        ax.set_title(f"{k} = {v[j]:.3g}", fontdict={"size": 9})
+        if i % 5 != 0:
+            ax.set_yticks([])
+        LOGGER.info(f"{k:>15}: {v[j]:.3g}")
+    out = evolve_csv.with_suffix(".png")
+    fig.savefig(out, dpi=200)
+    plt.close(fig)
+    LOGGER.info(f"Saved {out}")
+    return {k: float(x[j, n_results + i]) for i, k in enumerate(genes)}

@@ -182,3 +182,28 @@ def test_segment_val_with_numpy2_order_is_official(shared_dir, tmp_path, monkeyp
                         imgsz=320, batch_size=32, device="cpu", workers=2, plots=False, project=tmp_path)
     got = np.array(results[:8])
     assert (np.abs(got - OFFICIAL[32]) <= TOL + 1e-9).all(), (got, OFFICIAL[32])
+
+
+def test_segment_val_task_study_writes_one_row_per_size(tmp_path, monkeypatch):
+    """--task study: every official image size (256 to 1536 by 128) validated, one study_<data>_<weights>.txt row each
+    with the 12 figures and 3 times, as official segment/val.py; an unknown --task is one line (UserError)."""
+    import segment.val as seg_val
+    from utils.errors import UserError
+    sizes = []
+
+    def fake_run(**kw):
+        sizes.append(kw["imgsz"])
+        assert kw["plots"] is False
+        return tuple(float(kw["imgsz"]) + i for i in range(12)), None, (1.0, 2.0, 3.0)
+
+    monkeypatch.setattr(seg_val, "run", fake_run)
+    monkeypatch.setattr(seg_val, "select_device", lambda *a, **k: "cpu")
+    monkeypatch.chdir(tmp_path)
+    opt = seg_val.parse_opt(["--task", "study", "--weights", "w1.pt", "--data", "d.yaml"])
+    seg_val.main(opt)
+    assert sizes == list(range(256, 1537, 128))
+    rows = np.loadtxt(tmp_path / "study_d_w1.txt")
+    assert rows.shape == (11, 15) and rows[0, 0] == 256 and rows[-1, 11] == 1536 + 11
+    assert rows[3, 12:].tolist() == [1, 2, 3]
+    with pytest.raises(UserError, match="--task nope is not one of"):
+        seg_val.main(seg_val.parse_opt(["--task", "nope"]))

@@ -144,8 +144,8 @@ def create_seg_dataloader(path, imgsz, batch_size, stride, single_cls=False, hyp
     of utils.data.loader.create_dataloader (Task.build_dataloader's), plus the mask layout (overlap_mask) and the
     mask downsample ratio (--mask-ratio)."""
     if quad:
-        raise SegmentOptionError("--quad is not available for segmentation (the official segmentation loader has no "
-                                 "quad collate either); train without --quad.")
+        raise SegmentOptionError("--quad is not available for segmentation (official segment/train.py --quad fails: "
+                                 "detection's quad collate cannot take the masks); train without --quad.")
     if dist is None:
         dist = DistContext() if rank == -1 else DistContext.from_env()
     if rect and shuffle:

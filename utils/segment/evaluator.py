@@ -18,12 +18,15 @@ from utils.evaluation.matching import labels_in_pixels, match_image
 from utils.log import LOGGER
 from utils.inference.label_txt import write_label_txt
 from utils.metrics import ap_per_class, match_by_iou
+from utils.plots import images_as_drawn, output_to_target
 from utils.segment.masks import (mask_iou, overlap_to_instances, process_mask, process_mask_native, resize_masks,
                                  scale_image)
+from utils.segment.plots import plot_images_and_masks
 
 TABLE_HEADER = ("%22s" + "%11s" * 10) % ("Class", "Images", "Instances", "Box(P", "R", "mAP50", "mAP50-95)",
                                          "Mask(P", "R", "mAP50", "mAP50-95)")
 _ROW = "%22s" + "%11i" * 2 + "%11.3g" * 8
+PLOT_BATCHES, PLOT_IMAGES, PLOT_MAX_DET = 3, 16, 15  # val_batch0-2, 16 pictures each, 15 predictions per picture
 
 
 def _numpy(x):
@@ -55,10 +58,15 @@ class SegmentationEvaluator(DetectionEvaluator):
     def __init__(self, nc, names, overlap=False, native=False, **kwargs):
         super().__init__(nc, names, **kwargs)
         self.overlap, self.native = overlap, native
-        self.pred_masks_for_plot = []
+        self.batches = 0  # update() calls so far: one per batch
+        self.pred_masks_for_plot = []  # the last batch's first PLOT_MAX_DET masks per picture, while plots are drawn
 
     def update(self, preds, protos, targets, masks, shapes, input_hw, paths=None):
         labels_all = labels_in_pixels(targets, input_hw)
+        # only the batches and pictures val_batch*_pred.jpg shows keep their masks (native ones are input-sized)
+        keep_for_plot = self.plots and self.batches < PLOT_BATCHES
+        self.batches += 1
+        self.pred_masks_for_plot = []
         protos = _numpy(protos).astype(np.float32)
         masks = _numpy(masks)
         first = 0  # per-instance masks are concatenated in target order
@@ -83,6 +91,8 @@ class SegmentationEvaluator(DetectionEvaluator):
                 pm = process_mask_native(protos[si], pred[:, 6:], pred[:, :4], input_hw)
             else:
                 pm = process_mask(protos[si], pred[:, 6:], pred[:, :4], input_hw)
+            if keep_for_plot and si < PLOT_IMAGES:
+                self.pred_masks_for_plot.append(pm[:PLOT_MAX_DET].astype(np.uint8))
             if self.single_cls:
                 pred[:, 5] = 0
             correct_box, predn, labelsn = match_image(pred[:, :6], labels, input_hw, shapes[si][0], shapes[si][1],
@@ -103,6 +113,28 @@ class SegmentationEvaluator(DetectionEvaluator):
                 native = scale_image(input_hw, (pm > 0.5).astype(np.uint8).transpose(1, 2, 0), shapes[si][0],
                                      shapes[si][1])
                 self.coco.add(predn, paths[si], native.transpose(2, 0, 1))
+
+    def plot_batch(self, batch_i, im, targets, preds, paths, max_det=300, masks=None):
+        """With plots, the first three batches as val_batch{i}_labels.jpg (the loader's masks) and val_batch{i}_pred.jpg
+        (each picture's first 15 predictions and their masks, those over 0.25 confidence drawn), as official
+        segment/val.py. Call after update() of the same batch: the predicted masks are the ones it kept."""
+        if not self.plots or batch_i >= PLOT_BATCHES:
+            return
+        labels = labels_in_pixels(targets, im.shape[2:])
+        im = images_as_drawn(im, PLOT_IMAGES)
+        if masks is not None:
+            masks = _numpy(masks)
+            if self.overlap:
+                masks = masks[:PLOT_IMAGES]
+            else:  # one mask per target row: keep the rows of the pictures drawn, with their targets
+                keep = labels[:, 0] < PLOT_IMAGES
+                labels, masks = labels[keep], masks[keep]
+        pred_masks = [m for m in self.pred_masks_for_plot if len(m)]  # pictures with no prediction added none
+        pred_masks = np.concatenate(pred_masks, 0) if pred_masks else None
+        pred_targets = output_to_target([p[:PLOT_MAX_DET] for p in preds[:PLOT_IMAGES]], max_det=PLOT_MAX_DET)
+        for kind, t, m, overlap in (("labels", labels, masks, self.overlap), ("pred", pred_targets, pred_masks, False)):
+            f = self.save_dir / f"val_batch{batch_i}_{kind}.jpg"
+            self.draw(f.name, plot_images_and_masks, im, t, paths, f, m, self.names, overlap)
 
     def compute(self):
         """The box and mask figures of everything updated so far; prints the table. Returns SegmentationMetrics."""

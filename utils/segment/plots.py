@@ -1,14 +1,17 @@
-"""Batch mosaics with masks (train_batch*.jpg of segment/train.py): each instance's mask tinted in its class colour
-onto the picture, then the boxes drawn by utils.plots.plot_images."""
+"""Batch mosaics with masks (train_batch*.jpg of segment/train.py, val_batch*_{labels,pred}.jpg of segment/val.py and
+the trainer's validation): each instance's mask tinted in its class colour onto the picture (60 % colour, as
+official), then the boxes drawn by utils.plots.plot_images."""
 import cv2
 import numpy as np
 
 from utils.plots import colors, images_as_drawn, plot_images
 
 
-def tint_masks(images, targets, masks, overlap, alpha=0.5):
-    """images (B, 3, H, W) uint8; targets (n, 6) [img, cls, xywh]; masks (B, h, w) overlap images (pixel value k + 1
-    = the image's k-th target) or (n, h, w) one 0/1 mask per target row. Returns tinted copies of the images."""
+def tint_masks(images, targets, masks, overlap, alpha=0.6, conf_thres=0.25):
+    """images (B, 3, H, W) uint8; targets (n, 6) [img, cls, xywh] labels or (n, 7) predictions with conf last;
+    masks (B, h, w) overlap images (pixel value k + 1 = the image's k-th target) or (n, h, w) one 0/1 mask per
+    target row. Predictions at conf_thres or under are not tinted (plot_images draws no box for them either).
+    Returns tinted copies of the images."""
     images = np.array(images, dtype=np.uint8, copy=True)  # (at most 16: images_as_drawn's first ones)
     if masks is None or not len(targets):
         return images
@@ -17,6 +20,8 @@ def tint_masks(images, targets, masks, overlap, alpha=0.5):
     for i in range(min(images.shape[0], masks.shape[0] if overlap else images.shape[0])):
         rows = np.flatnonzero(targets[:, 0] == i)
         for k, row in enumerate(rows):
+            if targets.shape[1] > 6 and targets[row, 6] <= conf_thres:
+                continue
             m = (masks[i] == k + 1) if overlap else masks[row] > 0
             if not m.any():
                 continue

@@ -63,7 +63,8 @@ def run_seg_validation(model, dataloader, evaluator, nm=32, compute_loss=None, h
                                             agnostic=evaluator.single_cls, max_det=max_det, nm=nm,
                                             time_limit=math.inf)
             evaluator.update(preds, protos, targets, masks, shapes, (height, width), paths)
-            evaluator.plot_batch(batch_i, im, targets, [p[:, :6] for p in preds], paths, max_det=max_det)
+            evaluator.plot_batch(batch_i, im, targets, [p[:, :6] for p in preds], paths, max_det=max_det,
+                                 masks=masks)
         metrics = evaluator.compute()
         t = ms_per_image(profiles, evaluator.seen)
         if speed_shape is not None:
