@@ -46,6 +46,14 @@ from utils.export.task_outputs import task_from_ranks
 from utils.export.to_openvino import import_openvino
 from utils.yaml_files import describe, read_yaml
 
+# OpenVINO's CPU plugin installs a signal stack (sigaltstack) for the thread that compiles a model and puts back the
+# one it replaced when the model is destroyed; with two models destroyed in the order they were made, the thread is
+# left with the freed stack of the first, and the next signal handled on it (SIGCHLD from a finished subprocess under
+# PyTorch's DataLoader handler, a fault under faulthandler) kills the process with SIGSEGV. Seen with openvino
+# 2026.4 in the test suite (two models loaded by one test, a subprocess run by a later one). Compiled models are
+# therefore kept for the process's life: a few MB each, and processes load one or, in benchmarks.py, a handful.
+_OPENVINO_KEPT = []
+
 
 class ModelLoadError(UserError):
     pass
@@ -291,6 +299,7 @@ class DetectMultiBackend(nn.Module):
         # the boxes then move by up to a pixel against the PyTorch model's
         self.ov_compiled_model = core.compile_model(ov_model, device_name="CPU",
                                                     config={"INFERENCE_PRECISION_HINT": "f32"})
+        _OPENVINO_KEPT.append(self.ov_compiled_model)
         self.input_dtype = np.float32
         meta = xml.with_suffix(".yaml")
         if meta.exists():

@@ -53,6 +53,29 @@ print('hub ok')
 
 
 @torch_only
+def test_two_openvino_models_leave_the_process_able_to_take_signals(openvino_export):
+    """OpenVINO's CPU plugin swaps the thread's signal stack on each compile and puts back a freed one when two models
+    are destroyed in the order they were made; the next SIGCHLD (handled on that stack under PyTorch's DataLoader
+    handler) was then a SIGSEGV (models/multibackend.py keeps compiled models for the process's life)."""
+    code = f"""
+import gc, subprocess, sys, torch
+from models.multibackend import DetectMultiBackend
+a = DetectMultiBackend({str(openvino_export / 'yolov5n_openvino_model')!r})
+b = DetectMultiBackend({str(openvino_export / 'yolov5n_openvino_model')!r})
+del a, b
+gc.collect()
+loader = torch.utils.data.DataLoader(list(range(4)), batch_size=2, num_workers=2)  # installs the SIGCHLD handler
+assert [x.tolist() for x in loader] == [[0, 1], [2, 3]]
+for _ in range(3):
+    subprocess.run([sys.executable, "-c", "pass"], check=True)  # each exit is a SIGCHLD
+print('signals ok')
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0 and "signals ok" in p.stdout, (p.returncode, p.stdout[-2000:] + p.stderr[-3000:])
+
+
+@torch_only
 def test_hubconf_custom_openvino_matches_the_pt_at_its_size(openvino_export, yolov5n_pt):
     import hubconf
     ov = hubconf.custom(path=str(openvino_export / "yolov5n_openvino_model"), _verbose=False)
