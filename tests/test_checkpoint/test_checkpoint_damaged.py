@@ -61,3 +61,23 @@ def test_entry_scripts_report_a_cut_pt_in_one_line(script, args, cut_pt, coco128
     lines = [ln for ln in p.stderr.splitlines() if str(cut_pt) in ln]
     assert len(lines) == 1 and "truncated" in lines[0] and DAMAGED_REMEDY in lines[0], p.stderr[-3000:]
     assert "persistent_load" not in p.stderr
+
+
+def test_kind_check_skips_the_opcode_walk_only_when_no_mark_is_in_the_pickle(tmp_path, yolov5n_pt, monkeypatch):
+    """check_detection_kind walks a pickle's opcodes (slow, in Python) only when a foreign mark's bytes are in it; an
+    Ultralytics-8 pickle is still named."""
+    import zipfile
+
+    from utils.checkpoint import kind
+    walked = []
+    real = kind.pickle_globals
+    monkeypatch.setattr(kind, "pickle_globals", lambda data: walked.append(1) or real(data))
+    kind.check_detection_kind(yolov5n_pt)
+    assert walked == []
+    pk = b"\x80\x02}q\x00X\x05\x00\x00\x00modelq\x01cultralytics.nn.tasks\nDetectionModel\nq\x02)\x81q\x03}q\x04bs."
+    f = tmp_path / "y8.pt"
+    with zipfile.ZipFile(f, "w") as zf:
+        zf.writestr("y8/data.pkl", pk)
+    with pytest.raises(kind.CheckpointError, match="Ultralytics YOLOv8/YOLO11"):
+        kind.check_detection_kind(f)
+    assert walked == [1]
