@@ -42,14 +42,15 @@ test-torch: setup-torch
 test-oneflow: setup-oneflow
 	bash scripts/test.sh oneflow
 
-# The tier to run while working: each backend's fast tier, one after the other, each with its own time
+# The tier to run while working: each backend's fast tier, one after the other, each with its own time, each on two
+# pytest-xdist workers (whole test files each)
 test-fast: test-fast-torch test-fast-oneflow
 
 test-fast-torch: setup-torch
-	bash scripts/test.sh torch -m "not slow"
+	bash scripts/test.sh torch -m "not slow" -n 2 --dist loadfile
 
 test-fast-oneflow: setup-oneflow
-	bash scripts/test.sh oneflow -m "not slow"
+	bash scripts/test.sh oneflow -m "not slow" -n 2 --dist loadfile
 
 # TASK=detect (default), TASK=segment (segment/train.py on the same shapes with polygon labels, data/shapes-seg.yaml)
 # or TASK=classify (classify/train.py on an ImageFolder of shape crops)
