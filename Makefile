@@ -63,8 +63,7 @@ train-demo-detect: setup-$(BACKEND)
 		--cfg yolov5n.yaml --weights '' --img $(IMG) --batch-size 16 --epochs $(EPOCHS) --workers 2 --device "$(DEVICE)"
 
 # Segmentation: yolov5n-seg from scratch, then its learning figure (mask mAP50, first epoch against last). At 160 px
-# on any CPU: a segmentation step costs about 1.8x a detection one (30 epochs took 459 s of CPU time, 258 s for
-# detection's demo at 160 px).
+# on any CPU: a segmentation step costs about 1.8x a detection one (30 epochs: 259 s on a quiet 2-core Xeon).
 SEG_IMG ?= 160
 SEG_EPOCHS ?= $(EPOCHS)
 train-demo-segment: setup-$(BACKEND)
