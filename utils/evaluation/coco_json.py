@@ -53,9 +53,12 @@ class CocoPredictions:
     def add(self, predn, path):
         save_one_json(predn, self.jdict, Path(path), self.class_map)
 
+    # pycocotools' evaluations of the file, in order; save_and_evaluate returns (mAP50-95, mAP50) of each
+    kinds = ("bbox",)
+
     def save_and_evaluate(self, im_files=()):
-        """Write the JSON file; return pycocotools' (mAP50-95, mAP50), or None when it cannot run (no entries, no
-        annotations file, no pycocotools), saying why."""
+        """Write the JSON file; return pycocotools' (mAP50-95, mAP50) of each of `kinds`, one after the other, or None
+        when it cannot run (no entries, no annotations file, no pycocotools), saying why."""
         if not self.jdict:
             return None
         LOGGER.info(f"\nSaving {self.file}...")
@@ -73,13 +76,16 @@ class CocoPredictions:
         try:
             anno = COCO(str(self.anno_json))
             pred = anno.loadRes(str(self.file))
-            ev = COCOeval(anno, pred, "bbox")
-            if self.is_coco:
-                ev.params.imgIds = [int(Path(x).stem) for x in im_files]  # only the images evaluated here
-            ev.evaluate()
-            ev.accumulate()
-            ev.summarize()
-            return ev.stats[0], ev.stats[1]
+            stats = []
+            for kind in self.kinds:
+                ev = COCOeval(anno, pred, kind)
+                if self.is_coco:
+                    ev.params.imgIds = [int(Path(x).stem) for x in im_files]  # only the images evaluated here
+                ev.evaluate()
+                ev.accumulate()
+                ev.summarize()
+                stats.extend(ev.stats[:2])
+            return tuple(float(x) for x in stats)
         except Exception as e:  # a malformed annotations file or results the API refuses: the mAPs above stand
             LOGGER.info(f"pycocotools unable to run: {e}")
             return None
