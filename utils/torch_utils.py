@@ -76,13 +76,13 @@ def smart_optimizer(model, name="Adam", lr=0.001, momentum=0.9, decay=1e-5, fuse
     # fused/foreach step where the framework has one ('RMSProp' is official classify/train.py's spelling)
     kw = backend.optimizer_kwargs("RMSprop" if name == "RMSProp" else name, fused, device)
     if name == "Adam":
-        opt = torch.optim.Adam(groups, lr=lr, betas=(momentum, 0.999), **kw)
+        opt = backend.optimizer_class("Adam")(groups, lr=lr, betas=(momentum, 0.999), **kw)
     elif name == "AdamW":
-        opt = torch.optim.AdamW(groups, lr=lr, betas=(momentum, 0.999), weight_decay=0.0, **kw)
+        opt = backend.optimizer_class("AdamW")(groups, lr=lr, betas=(momentum, 0.999), weight_decay=0.0, **kw)
     elif name == "SGD":
-        opt = torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=True, **kw)
+        opt = backend.optimizer_class("SGD")(groups, lr=lr, momentum=momentum, nesterov=True, **kw)
     elif name == "RMSProp":  # classify/train.py's fourth choice
-        opt = backend.RMSprop(groups, lr=lr, momentum=momentum, **kw)  # OneFlow's own takes no momentum
+        opt = backend.optimizer_class("RMSprop")(groups, lr=lr, momentum=momentum, **kw)  # OneFlow's own: no momentum
     else:
         raise NotImplementedError(f"Optimizer {name} not implemented: use SGD, Adam or AdamW (classification: or "
                                   "RMSProp).")

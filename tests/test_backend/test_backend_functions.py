@@ -54,3 +54,46 @@ def test_distributed_answers_without_a_launcher():
     if BACKEND == "torch":
         assert not backend.dist_ready()  # no process group: collectives must not be called
     assert callable(backend.tensorboard_graph)  # what it draws: tests/test_loggers_tensorboard.py
+
+
+@pytest.mark.parametrize("name,kw", [("SGD", dict(momentum=0.9, nesterov=True, weight_decay=5e-4)),
+                                     ("Adam", dict(betas=(0.937, 0.999), weight_decay=1e-5)),
+                                     ("AdamW", dict(betas=(0.937, 0.999), weight_decay=1e-2)),
+                                     ("RMSprop", dict(momentum=0.9, alpha=0.9, eps=1e-3))])
+def test_optimizer_class_steps_as_the_framework_class(name, kw):
+    """The class training builds updates, zeroes, saves and restores exactly as the framework's own class (PyTorch:
+    a subclass without the torch.compile wrappers), through a LambdaLR schedule, over 20 steps."""
+    reference = getattr(torch.optim, name) if not (BACKEND == "oneflow" and name == "RMSprop") else backend.RMSprop
+    results = []
+    for cls in (backend.optimizer_class(name), reference):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Conv2d(4, 2, 1))
+        x = torch.randn(2, 3, 8, 8)
+        opt = cls(model.parameters(), lr=0.01, **kw)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda e: 1.0 / (1 + e))
+        for i in range(20):
+            opt.zero_grad()
+            (model(x) ** 2).mean().backward()
+            opt.step()
+            sched.step()
+            if i == 9:  # a checkpoint round trip halfway
+                opt.load_state_dict(copy.deepcopy(opt.state_dict()))
+        results.append(np.concatenate([to_numpy(p.detach()).ravel() for p in model.parameters()]))
+    assert issubclass(backend.optimizer_class(name), reference)
+    np.testing.assert_array_equal(results[0], results[1])
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch._dynamo is PyTorch's compiler")
+def test_training_steps_leave_the_compiler_unloaded():
+    """Building the optimizer, stepping, zeroing and saving it must not import torch._dynamo (1.6 s per run)."""
+    import subprocess
+    import sys
+    code = ("import sys; from utils.backend import nn, torch; from utils.torch_utils import smart_optimizer; "
+            "m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)); o = smart_optimizer(m, 'Adam', 0.01, 0.9, 1e-5); "
+            "m(torch.randn(1, 3, 8, 8)).sum().backward(); o.step(); o.zero_grad(); o.load_state_dict(o.state_dict()); "
+            "print('torch._dynamo' in sys.modules)")
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "False", out.stdout

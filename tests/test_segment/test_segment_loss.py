@@ -137,3 +137,50 @@ def test_backward_gives_finite_gradients():
     assert np.isfinite(g).all() and np.abs(g).sum() > 0
     coef_grad = np.concatenate([to_numpy(pi.grad)[..., 8:].reshape(-1) for pi in p])
     assert np.isfinite(coef_grad).all() and np.abs(coef_grad).sum() > 0
+
+
+def _reference_mask_loss(cl, p, proto, targets, masks):
+    """The mask loss as the official code forms it, match by match: build_targets' matches per level, per image the
+    mean of the boxed, area-normalised BCE of coefs @ protos against the target's mask, summed over images and levels
+    (before the box gain / batch size scaling). Per-target masks (overlap=False)."""
+    from utils.backend import F
+    _, _, indices, _ = cl.build_targets(p, targets)
+    valid = to_numpy(cl._candidates(p, targets)["valid"])  # (nl, 5, na, nt): build_targets keeps these, in order
+    nt = targets.shape[0]
+    target_of = np.broadcast_to(np.arange(nt), (5, cl.na, nt)).reshape(-1)
+    bs, nm, mh, mw = proto.shape
+    xs, ys = np.arange(mw), np.arange(mh)
+    total = 0.0
+    for level, (b, a, gj, gi) in enumerate(indices):
+        rows = target_of[valid[level].reshape(-1)]
+        b, a, gj, gi = (to_numpy(v) for v in (b, a, gj, gi))
+        for img in range(bs):
+            matches = np.nonzero(b == img)[0]
+            per_match = []
+            for k in matches:
+                t = int(rows[k])
+                coef = p[level][img, a[k], gj[k], gi[k], 5 + cl.nc:]
+                logit = (coef.view(1, -1) @ proto[img].view(nm, -1)).view(mh, mw)
+                bce = to_numpy(F.binary_cross_entropy_with_logits(logit, masks[t], reduction="none"))
+                x, y, w, h = (float(v) for v in targets[t, 2:6])
+                inside = (((xs >= (x - w / 2) * mw) & (xs < (x + w / 2) * mw))[None, :] &
+                          ((ys >= (y - h / 2) * mh) & (ys < (y + h / 2) * mh))[:, None])
+                per_match.append(float((bce * inside).mean()) / (w * h))
+            total += float(np.mean(per_match)) if per_match else 0.0
+    return total
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_mask_loss_equals_match_by_match_reference_at_integer_centres(seed):
+    """The three-slot mask loss equals the official match-by-match sum, also for centres on exact grid coordinates,
+    where detection takes both neighbours of an axis and the far one is the target's own cell."""
+    from utils.segment.loss import SegmentationLoss
+    model, p, proto, t, masks = _synthetic(nt=8, bs=2, seed=seed)
+    t[:3, 2] = 0.5  # x = 4.0, 2.0, 1.0 grid units on the 8, 4, 2 grids
+    t[1:4, 3] = 0.25  # y = 2.0, 1.0, 0.5
+    t[5, 2:4] = torch.tensor([0.375, 0.625])  # 3.0 and 5.0 on the 8-grid
+    cl = SegmentationLoss(model, overlap=False)
+    assert bool((cl._candidates(p, t)["valid"][:, 1] & cl._candidates(p, t)["valid"][:, 3]).any())  # both taken
+    _, items = cl((p, proto), t, masks)
+    want = _reference_mask_loss(cl, p, proto, t, masks) * cl.hyp.box / proto.shape[0]
+    assert float(items[1]) == pytest.approx(want, rel=1e-5)

@@ -29,6 +29,7 @@ FUNCTION_SET = {
     "ema_update_": "ema = d * ema + (1 - d) * model over tensor lists, in place, fused when the flag asks",
     "optimizer_kwargs": "constructor arguments that make an optimizer step all tensors at once",
     "RMSprop": "the RMSprop optimizer class with PyTorch's update and momentum (classification's --optimizer RMSProp)",
+    "optimizer_class": "the optimizer class training builds for 'SGD', 'Adam', 'AdamW' or 'RMSprop' (PyTorch's update)",
     "optimizer_impl": "how an optimizer steps: 'fused', 'foreach' or 'loop'",
     "optimizer_variants": "other optimizer step implementations worth timing: {label: param-group settings}",
     "clip_grad_norm_": "gradient clipping by the joint L2 norm, multi-tensor when the flag asks and it exists",

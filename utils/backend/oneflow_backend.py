@@ -286,6 +286,11 @@ class RMSprop(flow.optim.Optimizer):
             return loss
 
 
+def optimizer_class(name):
+    """OneFlow's SGD, Adam and AdamW; RMSprop is the class above."""
+    return RMSprop if name == "RMSprop" else getattr(flow.optim, name)
+
+
 def optimizer_kwargs(name, fused, device):
     """fused=True on CUDA (multi_tensor_sgd/momentum/adam_update). Pass all parameter groups to the constructor:
     OneFlow's fused SGD crashes on groups added later with add_param_group."""

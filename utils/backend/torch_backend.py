@@ -2,6 +2,7 @@
 chosen backend; importing it imports torch (a BackendError says what to install when that fails)."""
 import contextlib
 import datetime
+import inspect
 import os
 import sys
 
@@ -217,7 +218,34 @@ def ema_update_(ema_tensors, model_tensors, d, fused):
         ema_loop_(ema_tensors, model_tensors, d)
 
 
-RMSprop = torch.optim.RMSprop  # noqa: N816 (the class, as torch names it)
+def _without_compiler_wrappers(cls):
+    """A subclass of the torch.optim class cls whose step and add_param_group, zero_grad, state_dict and
+    load_state_dict are cls's own code without the wrappers torch puts around them for torch.compile: a graph break
+    around step and a "skip this when compiling" around the others. Each wrapper imports torch._dynamo on its first
+    call, 1.6 s of every training run's start on a 2-core machine (ultralytics pays it too), for a compiler that
+    training never runs. Outside compiled code the wrappers only call the method (step under grad mode off, which is
+    kept), so the update, the state dict layout, the step hooks and the LR schedulers' bookkeeping are torch's.
+    Nothing here compiles an optimizer (benchmarks/speed.py's torch.compile candidate compiles the model's forward);
+    a user who compiles a training step with one of these should use torch.optim's class."""
+    update = inspect.unwrap(cls.step)
+
+    def step(self, closure=None):
+        with torch.set_grad_enabled(self.defaults.get("differentiable", False)):
+            return update(self, closure)
+
+    methods = {name: inspect.unwrap(getattr(cls, name))
+               for name in ("add_param_group", "zero_grad", "state_dict", "load_state_dict")}
+    return type(cls.__name__, (cls,), {"step": step, **methods, "__module__": __name__,
+                                       "__doc__": f"torch.optim.{cls.__name__} without its torch.compile wrappers."})
+
+
+_OPTIMIZERS = {name: _without_compiler_wrappers(getattr(torch.optim, name)) for name in ("SGD", "Adam", "AdamW",
+                                                                                         "RMSprop")}
+RMSprop = _OPTIMIZERS["RMSprop"]  # noqa: N816 (the class, as torch names it)
+
+
+def optimizer_class(name):
+    return _OPTIMIZERS[name]
 
 
 def optimizer_kwargs(name, fused, device):

@@ -6,12 +6,13 @@ with the target's mask by per-pixel BCE, zeroed outside the target box (in proto
 prototype map and divided by the box's normalized area; per level the official code averages these over the
 matches of each image and sums the images; the sum over levels is scaled by the box gain / batch size.
 
-Fixed shapes, no host syncs, no per-image loop: like the detection loss every candidate (level, neighbour offset,
-anchor, target) is computed with a validity mask. The per-image mean is a weighted sum, each match weighted by one
-over its image's match count at that level (counted with a one-hot product, on the device). The mask logits of
-all candidates are one batched product per target, (candidates per target, nm) @ (nm, h*w) with the target's own
-image's protos; memory is candidates x targets x h x w floats (45 candidates per target with 3 levels and 3
-anchors).
+Fixed shapes, no host syncs, no per-image loop: like the detection loss every candidate (level, neighbour cell,
+anchor, target) is computed with a weight (0 where invalid). The per-image mean is a weighted sum, each match
+weighted by one over its image's match count at that level (counted with a one-hot product, on the device). The
+mask logits of all candidates are one batched product per target, (candidates per target, nm) @ (nm, h*w) with the
+target's own image's protos; memory is candidates x targets x h x w floats. Of detection's five neighbour offsets
+at most three cells can carry a match (see _three_slots), so a target has 27 candidate rows with 3 levels and 3
+anchors, not 45; and the BCE is never materialised (see _mask_loss).
 """
 from utils.backend import F, torch
 from utils.loss import ComputeLoss
@@ -60,37 +61,61 @@ class SegmentationLoss(ComputeLoss):
             gt = masks.index_select(0, rows)
         return gt.view(nt, -1)
 
+    @staticmethod
+    def _three_slots(cand):
+        """The candidates that can carry a mask loss, as three slots per (level, anchor, target) instead of five:
+        (cells (nl, 3, na, nt) flat indices into each level's map, weights (nl, 3, na, nt) float).
+
+        A target's centre takes the left neighbour when its x fraction is below 0.5 and the right one when it is
+        above (likewise top/bottom), never both, except at an exact integer coordinate: there both are taken and
+        the right (bottom) cell is floor(x + 0.5) = x, the target's own cell, with the same prediction and target,
+        so the same mask loss. Slot 0 is the own cell, weighted by how many candidates land there; slot 1 the
+        horizontal neighbour taken, slot 2 the vertical one. The weighted sum over 3 slots equals the sum over the
+        5 offsets, and the mask work (the dearest part of the loss) falls from 45 to 27 rows per target."""
+        valid, cell = cand["valid"], cand["gather"]  # (nl, 5, na, nt); offsets: own, left, top, right, bottom
+        left, top, right, bottom = valid[:, 1], valid[:, 2], valid[:, 3], valid[:, 4]
+        own = valid[:, 0].float() + (left & right).float() + (top & bottom).float()
+        cells = torch.stack((cell[:, 0], torch.where(left, cell[:, 1], cell[:, 3]),
+                             torch.where(top, cell[:, 2], cell[:, 4])), 1)
+        weights = torch.stack((own, (left | right).float(), (top | bottom).float()), 1)
+        return cells, weights
+
     def _mask_loss(self, p, proto, targets, masks):
         nl, na, nc, nm = self.nl, self.na, self.nc, self.nm
         bs, _, mh, mw = proto.shape
         nt = targets.shape[0]
-        cand = self._candidates(p, targets)
-        valid = cand["valid"]  # (nl, 5, na, nt)
-        # the mask coefficients at every candidate's cell: (nl, 5, na, nt, nm) -> (nt, K, nm), K = nl * 5 * na
+        cells, weights = self._three_slots(self._candidates(p, targets))  # (nl, 3, na, nt) each
+        # the mask coefficients at every slot's cell: (nl, 3, na, nt, nm) -> (nt, K, nm), K = nl * 3 * na
         coefs = torch.stack([pi.reshape(-1, pi.shape[-1]).index_select(0, idx.reshape(-1))[:, 5 + nc:5 + nc + nm]
-                             for pi, idx in zip(p, cand["gather"])])
-        coefs = coefs.view(nl * 5 * na, nt, nm).transpose(0, 1)
-        b = targets[:, 0].long().clamp(0, bs - 1)  # padding rows (image -1) are invalid candidates anyway
+                             for pi, idx in zip(p, cells)])
+        coefs = coefs.view(nl * 3 * na, nt, nm).transpose(0, 1)
+        b = targets[:, 0].long().clamp(0, bs - 1)  # padding rows (image -1) have weight 0 anyway
         protos = proto.view(bs, nm, mh * mw).index_select(0, b)  # (nt, nm, h*w): each target's image
-        logits = torch.bmm(coefs, protos)  # (nt, K, h*w)
         gt = self._target_masks(targets, masks, mh, mw, bs)  # (nt, h*w)
-        bce = F.binary_cross_entropy_with_logits(logits, gt.unsqueeze(1).expand_as(logits), reduction="none")
         # the target box in prototype pixels (x1 <= x < x2, y1 <= y < y2), and its normalized area
         xywh = targets[:, 2:6].float()
         x1y1, x2y2 = xywh[:, :2] - xywh[:, 2:] / 2, xywh[:, :2] + xywh[:, 2:] / 2
-        x1, x2 = x1y1[:, 0] * mw, x2y2[:, 0] * mw  # host scalars: no tensor made from host data in the step
+        x1, x2 = x1y1[:, 0] * mw, x2y2[:, 0] * mw
         y1, y2 = x1y1[:, 1] * mh, x2y2[:, 1] * mh
         cols = torch.arange(mw, dtype=xywh.dtype, device=xywh.device).view(1, 1, mw)
         rows = torch.arange(mh, dtype=xywh.dtype, device=xywh.device).view(1, mh, 1)
         inside = ((cols >= x1.view(-1, 1, 1)) & (cols < x2.view(-1, 1, 1)) &
-                  (rows >= y1.view(-1, 1, 1)) & (rows < y2.view(-1, 1, 1))).float()
+                  (rows >= y1.view(-1, 1, 1)) & (rows < y2.view(-1, 1, 1))).float().view(nt, -1, 1)
+        # BCE with logits is softplus(x) - x * y, so its sum over the box splits into a non-linear part, which needs
+        # every logit (one softplus and one matrix-vector product), and a linear one, which needs only each
+        # target's protos summed over the box's mask pixels, (nt, nm), against the coefficients. The BCE tensor,
+        # its expanded target and the masked product are never made, in the forward or the backward pass.
+        logits = torch.bmm(coefs, protos)  # (nt, K, h*w)
+        soft = torch.bmm(F.softplus(logits), inside).view(nt, -1)  # (nt, K)
+        mask_sum = torch.bmm(protos, gt.unsqueeze(2) * inside).view(nt, 1, nm)
+        bce_sum = soft - (coefs * mask_sum).sum(2)  # (nt, K): the BCE summed over the box
         area = xywh[:, 2] * xywh[:, 3]
-        area = torch.where(area > 0, area, torch.ones_like(area))  # degenerate boxes are invalid candidates
-        per_match = (bce * inside.view(nt, 1, -1)).mean(2) / area.view(-1, 1)  # (nt, K)
-        per_match = per_match.transpose(0, 1).reshape(nl, 5 * na, nt)
+        area = torch.where(area > 0, area, torch.ones_like(area))  # degenerate boxes have weight 0 anyway
+        per_match = bce_sum / (area.view(-1, 1) * (mh * mw))  # (nt, K): the official mean over the map / area
+        per_match = per_match.transpose(0, 1).reshape(nl, 3 * na, nt)
         # official: per level, the mean over each image's matches, summed over the images
-        v = valid.reshape(nl, 5 * na, nt).float()
+        w = weights.reshape(nl, 3 * na, nt)
         onehot = (targets[:, 0].long().view(-1, 1) == torch.arange(bs, device=b.device).view(1, -1)).float()
-        per_image = v.sum(1) @ onehot  # (nl, bs) matches of each image at each level
-        weight = 1.0 / per_image.clamp(min=1.0) @ onehot.t()  # (nl, nt): one over the target's image's count
-        return (per_match * v * weight.view(nl, 1, nt)).sum().view(1)
+        per_image = w.sum(1) @ onehot  # (nl, bs) matches of each image at each level
+        scale = 1.0 / per_image.clamp(min=1.0) @ onehot.t()  # (nl, nt): one over the target's image's count
+        return (per_match * w * scale.view(nl, 1, nt)).sum().view(1)
