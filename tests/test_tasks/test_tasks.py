@@ -51,3 +51,32 @@ def test_results_csv_follows_the_task_columns(tmp_path):
     log.on_fit_epoch_end([0.5, 0.1, 0.2, 0.3, 0.4, 0.6, 0.01, 0.02, 0.03], epoch=0)
     header = [k.strip() for k in (tmp_path / "results.csv").read_text().splitlines()[0].split(",")]
     assert header == ["epoch", "train/a_loss", *DETECT.metric_names, "val/a_loss", "x/lr0", "x/lr1", "x/lr2"]
+
+
+def test_the_model_graph_goes_to_tensorboard_where_the_official_trainer_writes_it():
+    """Official train.py and classify/train.py write the model graph before training; segment/train.py does not."""
+    from types import SimpleNamespace
+    from utils.engine.train_loop import ResultsLogHook
+    from utils.tasks.classify import CLASSIFY
+    from utils.tasks.segment import SEGMENT
+
+    class Recorder:
+        def __init__(self):
+            self.graphs = 0
+
+        def truncate_csv(self, epoch):
+            pass
+
+        def on_pretrain_routine_end(self, data):
+            pass
+
+        def on_train_start(self, model, imgsz, plots=True):
+            self.graphs += 1
+
+    for task, graphs in ((DETECT, 1), (CLASSIFY, 1), (SEGMENT, 0)):
+        hook = ResultsLogHook(Recorder())
+        parts = SimpleNamespace(task=task, state=SimpleNamespace(resumed=False), data={}, model=None, imgsz=64,
+                                options=SimpleNamespace(noplots=False))
+        hook.loop = SimpleNamespace(parts=parts, start_epoch=0)
+        hook.before_train()
+        assert hook.loggers.graphs == graphs, task.name

@@ -334,7 +334,8 @@ class ResultsLogHook(HookBase):
         if p.state.resumed:
             self.loggers.truncate_csv(self.loop.start_epoch)
         self.loggers.on_pretrain_routine_end(p.data)
-        self.loggers.on_train_start(p.model, p.imgsz, plots=not p.options.noplots)
+        if p.task.log_graph:
+            self.loggers.on_train_start(p.model, p.imgsz, plots=not p.options.noplots)
 
     def after_step(self):
         if self.loop.losses_read is not None:  # no extra host sync: only steps that read the losses back anyway

@@ -64,6 +64,7 @@ def segment_task(mask_ratio=4, overlap=True):
     """The segmentation Task for --mask-ratio and the overlap layout (not --no-overlap)."""
     return Task(
         name="segment",
+        log_graph=False,  # as official segment/train.py
         build_dataloader=functools.partial(create_seg_dataloader, overlap_mask=overlap,
                                            mask_downsample_ratio=int(mask_ratio)),
         build_model=build_any_model,

@@ -39,6 +39,9 @@ class Task:
     # (float 0-1 images on the device) -> the network's input; None: the images as they are (classification: the
     # ImageNet mean/std)
     prepare_images: Optional[Callable] = None
+    # whether TensorBoard gets the model graph before the first step (official detection and classification trainers
+    # write it; official segment/train.py does not, and tracing the model costs 0.5 s or more of the run's start)
+    log_graph: bool = True
 
     def results_keys(self, n_lr_groups=3):
         """results.csv's columns after 'epoch': train losses, metrics, val losses, learning rates."""
