@@ -20,7 +20,9 @@ The official checkout and its environment (not part of this project; the script 
     /work/ref/venv/bin/pip install -r /work/ref/yolov5/requirements.txt
 (both sides get the weights as a local path, ../shared/weights/yolov5n.pt, so nothing is downloaded).
 Options for this project's runs: --project-args '--amp' (extra train.py flags), --project-env OMP_NUM_THREADS=1;
-for the official runs: --ref-env OMP_WAIT_POLICY=PASSIVE (this project's own default on CPU machines).
+for the official runs: --ref-env OMP_WAIT_POLICY=PASSIVE (this project's own default on CPU machines), and
+--ref-env PYTHONPATH=DIR with TensorBoard installed in DIR, so that the official trainers write TensorBoard as
+this project's do (the official requirements.txt leaves it out; this project's set-up installs it).
 
 --task segment times segment/train.py (yolov5n-seg at 320 from ../shared/weights/yolov5n-seg-coco128.pt, the same
 batch, workers, --noval and epochs) and segment/val.py (that checkpoint at 320, batch 32) on copies of
