@@ -184,3 +184,22 @@ def test_mask_loss_equals_match_by_match_reference_at_integer_centres(seed):
     _, items = cl((p, proto), t, masks)
     want = _reference_mask_loss(cl, p, proto, t, masks) * cl.hyp.box / proto.shape[0]
     assert float(items[1]) == pytest.approx(want, rel=1e-5)
+
+
+def test_chunked_mask_logits_equal_one_piece(monkeypatch):
+    """On the CPU the mask logits are made a chunk of targets at a time; 3 chunks give the one-piece loss and
+    gradients."""
+    from utils.segment.loss import SegmentationLoss
+    results = []
+    for chunk_bytes in (1 << 40, 3 * 27 * 16 * 16 * 4):  # everything at once; 3 targets a chunk (8 targets)
+        model, p, proto, t, masks = _synthetic(nt=8, bs=2, seed=7)
+        p = [pi.requires_grad_(True) for pi in p]
+        proto.requires_grad_(True)
+        cl = SegmentationLoss(model, overlap=False)
+        monkeypatch.setattr(cl, "chunk_bytes", chunk_bytes)
+        assert cl._targets_per_chunk(proto, 27, 8) == (8 if chunk_bytes > 1 << 30 else 3)
+        loss, items = cl((p, proto), t, masks)
+        loss.backward()
+        results.append((to_numpy(items), to_numpy(proto.grad), to_numpy(p[0].grad)))
+    for one, chunked in zip(*results):
+        np.testing.assert_allclose(chunked, one, rtol=1e-5, atol=1e-7)

