@@ -81,6 +81,10 @@ def test_optimizer_class_steps_as_the_framework_class(name, kw):
         results.append(np.concatenate([to_numpy(p.detach()).ravel() for p in model.parameters()]))
     assert issubclass(backend.optimizer_class(name), reference)
     np.testing.assert_array_equal(results[0], results[1])
+    if BACKEND == "torch":  # the subclass is found by its module name, as torch.optim's classes are
+        import pickle
+        opt = backend.optimizer_class(name)(nn.Linear(2, 2).parameters(), lr=0.1)
+        assert type(pickle.loads(pickle.dumps(opt))) is backend.optimizer_class(name)
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="torch._dynamo is PyTorch's compiler")

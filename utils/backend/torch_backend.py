@@ -241,6 +241,7 @@ def _without_compiler_wrappers(cls):
 
 _OPTIMIZERS = {name: _without_compiler_wrappers(getattr(torch.optim, name)) for name in ("SGD", "Adam", "AdamW",
                                                                                          "RMSprop")}
+SGD, Adam, AdamW = _OPTIMIZERS["SGD"], _OPTIMIZERS["Adam"], _OPTIMIZERS["AdamW"]  # module names: pickle finds them
 RMSprop = _OPTIMIZERS["RMSprop"]  # noqa: N816 (the class, as torch names it)
 
 
