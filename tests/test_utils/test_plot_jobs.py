@@ -129,3 +129,21 @@ def test_a_drawing_that_cannot_be_handed_over_is_drawn_here(tmp_path):
     finally:
         jobs.close()
     assert int((tmp_path / "local.txt").read_text()) == os.getpid()
+
+
+@FORK
+def test_a_drawing_goes_to_the_helper_with_the_least_work_queued(tmp_path):
+    """The confusion matrix counts as five curves: the six curves handed over after it go mostly to the other
+    helper (by count alone, three would queue behind it)."""
+    jobs = PlotJobs()
+    heavy = tmp_path / "cm.txt"
+    light = [tmp_path / f"curve{i}.txt" for i in range(6)]
+    try:
+        jobs.submit("confusion_matrix.png", _write_pid, heavy, delay=1.0)
+        for f in light:
+            jobs.submit(f.name, _write_pid, f, delay=0.3)
+        jobs.wait()
+    finally:
+        jobs.close()
+    behind_heavy = sum(f.read_text() == heavy.read_text() for f in light)
+    assert behind_heavy <= 1, behind_heavy

@@ -126,6 +126,9 @@ class DetectionEvaluator:
         and nc > 1) and, with plots, writes the curves and the confusion matrix. Returns DetectionMetrics."""
         m = DetectionMetrics(self.nc, self.seen)
         stats = [np.concatenate(x, 0) for x in zip(*self.stats)]
+        if self.plots:  # handed over before the curves: the dearest drawing starts first
+            self.draw("confusion_matrix.png", self.confusion_matrix.plot, save_dir=self.save_dir,
+                      names=list(self.names.values()))
         if len(stats) and stats[0].any():
             _, _, m.p, m.r, _, ap, m.ap_class = ap_per_class(*stats, plot=self.plots, save_dir=self.save_dir,
                                                              names=self.names, draw=self.draw)
@@ -133,9 +136,6 @@ class DetectionEvaluator:
             m.mp, m.mr, m.map50, m.map50_95 = m.p.mean(), m.r.mean(), m.ap50.mean(), m.ap.mean()
         m.nt = np.bincount(stats[3].astype(int), minlength=self.nc) if len(stats) else np.zeros(self.nc, int)
         self._log_table(m, per_class=self.verbose and self.nc > 1 and len(stats))
-        if self.plots:
-            self.draw("confusion_matrix.png", self.confusion_matrix.plot, save_dir=self.save_dir,
-                      names=list(self.names.values()))
         return m
 
     def _log_table(self, m, per_class):

@@ -140,6 +140,9 @@ class SegmentationEvaluator(DetectionEvaluator):
         """The box and mask figures of everything updated so far; prints the table. Returns SegmentationMetrics."""
         box, mask = DetectionMetrics(self.nc, self.seen), DetectionMetrics(self.nc, self.seen)
         stats = [np.concatenate(x, 0) for x in zip(*self.stats)]
+        if self.plots:  # handed over before the curves: the dearest drawing starts first
+            self.draw("confusion_matrix.png", self.confusion_matrix.plot, save_dir=self.save_dir,
+                      names=list(self.names.values()))
         if len(stats) and stats[0].any():
             for m, tp, prefix in ((box, stats[1], "Box"), (mask, stats[0], "Mask")):
                 _, _, m.p, m.r, _, ap, m.ap_class = ap_per_class(tp, *stats[2:], plot=self.plots, prefix=prefix,
@@ -156,9 +159,6 @@ class SegmentationEvaluator(DetectionEvaluator):
             for i, c in enumerate(box.ap_class):
                 LOGGER.info(_ROW % (self.names.get(int(c), str(c)), self.seen, nt[c], box.p[i], box.r[i],
                                     box.ap50[i], box.ap[i], mask.p[i], mask.r[i], mask.ap50[i], mask.ap[i]))
-        if self.plots:
-            self.draw("confusion_matrix.png", self.confusion_matrix.plot, save_dir=self.save_dir,
-                      names=list(self.names.values()))
         return SegmentationMetrics(box, mask)
 
     def evaluate_coco(self, metrics, im_files=()):
