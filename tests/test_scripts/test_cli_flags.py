@@ -5,9 +5,10 @@ own post-processing).
 The tables below are literal expectations, recorded once by running these scripts as they stood at commit 5d47de0,
 before their shared flags moved to utils/cli_flags.py. Their defaults are the official ultralytics/yolov5 defaults
 (5081342f: val.py, segment/val.py, detect.py, segment/predict.py, classify/predict.py, classify/val.py, train.py,
-segment/train.py, classify/train.py), with this project's documented differences kept as they were: detect.py
---data None, the --allow-download-scripts consent flag, train.py's speed-up and --amp/--no-amp flags, and the help
-texts of flags accepted for compatibility only. A table that repeats another's says so and lists what differs.
+segment/train.py, classify/train.py; the train scripts hold their paths as str), with this project's documented
+differences kept as they were: detect.py --data None, the --allow-download-scripts consent flag, the speed-up flags,
+--amp/--no-amp, classify/train.py's --resume and --local-rank alias, and the help texts of flags accepted for
+compatibility only. A table that repeats another's says so and lists what differs.
 """
 import argparse
 import copy
