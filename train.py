@@ -14,8 +14,6 @@ build_training() makes the parts, TrainLoop runs them with its hooks).
 """
 import argparse
 import functools
-import glob
-import os
 import sys
 from pathlib import Path
 
@@ -28,14 +26,14 @@ from utils import signals  # noqa: E402
 if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on is only recorded (utils/signals.py)
     signals.install("train")
 
-from utils.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 from utils.checkpoint.run_options import CONSENT_OPTIONS, without_consent  # noqa: E402
+from utils.cli_flags import run_from_defaults  # noqa: E402
 from utils.distributed import DistContext, process_group  # noqa: E402
 from utils.distributed.launch import training_device  # noqa: E402
 from utils.engine.errors import TrainingError  # noqa: E402
 from utils.engine.hyp import load_hyp  # noqa: E402
 from utils.engine.run import train  # noqa: E402
-from utils.engine.saved_options import check_saved_options  # noqa: E402
+from utils.engine.saved_options import check_saved_options, read_resumed_checkpoint  # noqa: E402
 from utils.engine.seeding import process_seed  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.tasks.detect import DETECT  # noqa: E402
@@ -108,25 +106,11 @@ def parse_opt(known=False, args=None):
     return parser.parse_known_args(args)[0] if known else parser.parse_args(args)
 
 
-def get_latest_run(search_dir="."):
-    """The most recently written last*.pt under search_dir (for --resume without a path)."""
-    runs = glob.glob(f"{search_dir}/**/last*.pt", recursive=True)
-    return max(runs, key=os.path.getctime) if runs else ""
-
-
 def resume_opt(opt, parse=parse_opt):
     """The options of the run being resumed (from its last.pt: this project's or an official ultralytics run's),
     pointing --weights at that last.pt. Flags the saved options lack take the defaults of parse (the script's
     parse_opt). Consent flags (--allow-download-scripts) come from this command line only, never from the file."""
-    last = Path(opt.resume if isinstance(opt.resume, str) else get_latest_run(opt.project))
-    if not last.is_file():
-        raise TrainingError(f"--resume: no checkpoint found at '{last}'. Give the path of a run's weights/last.pt.")
-    try:
-        ckpt = load_checkpoint(last, tensors=False, build_models=False)
-    except CheckpointError as e:
-        raise TrainingError(f"--resume: {e}") from e
-    saved = ckpt.get("opt") if isinstance(ckpt, dict) else None
-    saved = vars(saved) if isinstance(saved, argparse.Namespace) else saved  # a Namespace reads as its dict
+    last, ckpt, saved = read_resumed_checkpoint(opt)
     if not isinstance(saved, dict) or ckpt.get("optimizer") is None:
         raise TrainingError(f"--resume: {last} is a finished (stripped) or foreign checkpoint; it cannot be resumed. "
                             "Use it as --weights to start a new run.")
@@ -190,11 +174,7 @@ def main(opt, task_for=lambda opt: DETECT, parse=parse_opt, script="train.py", e
 def run(**kwargs):
     """Python entry point: run(data='coco128.yaml', imgsz=320, weights='yolov5n.pt', epochs=3). Returns opt, with
     opt.results the final (P, R, mAP50, mAP50-95, val box, obj, cls)."""
-    opt = parse_opt(True, args=[])  # defaults only: never the caller's sys.argv (pytest's, a notebook's)
-    for k, v in kwargs.items():
-        setattr(opt, k, v)
-    opt.results = main(opt)
-    return opt
+    return run_from_defaults(main, parse_opt, kwargs)  # never the caller's sys.argv
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ if __name__ == "__main__":
 import numpy as np  # noqa: E402
 
 from utils.backend import from_numpy, inference_mode, to_numpy  # noqa: E402
+from utils.cli_flags import add_predict_flags  # noqa: E402
 from utils.classify.dataset import classify_transform  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.log import LOGGER, colorstr  # noqa: E402
@@ -125,24 +126,8 @@ def run(weights=ROOT / "yolov5s-cls.pt", source=ROOT / "data/images", data=ROOT 
 
 def parse_opt(argv=None):
     parser = argparse.ArgumentParser()
-    parser.add_argument("--weights", nargs="+", type=str, default=ROOT / "yolov5s-cls.pt", help="model path(s)")
-    parser.add_argument("--source", type=str, default=ROOT / "data/images",
-                        help="file/dir/glob/.txt list/video/URL/.streams/0 (camera)")
-    parser.add_argument("--data", type=str, default=ROOT / "data/coco128.yaml", help="(optional) dataset.yaml path")
-    parser.add_argument("--imgsz", "--img", "--img-size", nargs="+", type=int, default=[224], help="inference size h,w")
-    parser.add_argument("--device", default="", help="cuda device, i.e. 0 or 0,1,2,3 or cpu")
-    parser.add_argument("--view-img", action="store_true", help="accepted for compatibility; results are saved")
-    parser.add_argument("--save-txt", action="store_true", help="save results to *.txt")
-    parser.add_argument("--nosave", action="store_true", help="do not save images/videos")
-    parser.add_argument("--augment", action="store_true", help="accepted for compatibility; ignored")
-    parser.add_argument("--visualize", action="store_true", help="accepted for compatibility; ignored")
-    parser.add_argument("--update", action="store_true", help="strip the optimizer from the weights file")
-    parser.add_argument("--project", default=ROOT / "runs/predict-cls", help="save results to project/name")
-    parser.add_argument("--name", default="exp", help="save results to project/name")
-    parser.add_argument("--exist-ok", action="store_true", help="existing project/name ok, do not increment")
-    parser.add_argument("--half", action="store_true", help="use FP16 half-precision inference")
-    parser.add_argument("--dnn", action="store_true", help="accepted for compatibility; ignored")
-    parser.add_argument("--vid-stride", type=int, default=1, help="video frame-rate stride")
+    add_predict_flags(parser, weights=ROOT / "yolov5s-cls.pt", data=ROOT / "data/coco128.yaml", imgsz=224,
+                      project=ROOT / "runs/predict-cls", boxes=False, tta=False)
     opt = parser.parse_args(argv)
     opt.imgsz *= 2 if len(opt.imgsz) == 1 else 1
     return opt

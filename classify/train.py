@@ -19,8 +19,6 @@ This file parses flags and resolves --resume; the engine (utils/engine/: classif
 TrainLoop runs them with its hooks) trains the CLASSIFY task (utils/tasks/classify.py).
 """
 import argparse
-import glob
-import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -34,14 +32,14 @@ from utils import signals  # noqa: E402
 if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on is only recorded (utils/signals.py)
     signals.install("train")
 
-from utils.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 from utils.checkpoint.run_options import CONSENT_OPTIONS, without_consent  # noqa: E402
+from utils.cli_flags import run_from_defaults  # noqa: E402
 from utils.distributed import DistContext, process_group  # noqa: E402
 from utils.distributed.launch import training_device  # noqa: E402
 from utils.engine.classify_build import build_classification_training, check_model_arg, dataset_splits  # noqa: E402
 from utils.engine.errors import TrainingError  # noqa: E402
 from utils.engine.run import train  # noqa: E402
-from utils.engine.saved_options import check_saved_options  # noqa: E402
+from utils.engine.saved_options import check_saved_options, read_resumed_checkpoint  # noqa: E402
 from utils.engine.seeding import process_seed  # noqa: E402
 from utils.log import LOGGER  # noqa: E402
 from utils.paths import RunDirError, increment_path  # noqa: E402
@@ -84,23 +82,9 @@ def parse_opt(known=False, args=None):
     return parser.parse_known_args(args)[0] if known else parser.parse_args(args)
 
 
-def get_latest_run(search_dir="."):
-    """The most recently written last*.pt under search_dir (for --resume without a path)."""
-    runs = glob.glob(f"{search_dir}/**/last*.pt", recursive=True)
-    return max(runs, key=os.path.getctime) if runs else ""
-
-
 def resume_opt(opt):
     """The options of the classification run being resumed, from its last.pt, with --weights pointing at it."""
-    last = Path(opt.resume if isinstance(opt.resume, str) else get_latest_run(opt.project))
-    if not last.is_file():
-        raise TrainingError(f"--resume: no checkpoint found at '{last}'. Give the path of a run's weights/last.pt.")
-    try:
-        ckpt = load_checkpoint(last, tensors=False, build_models=False)
-    except CheckpointError as e:
-        raise TrainingError(f"--resume: {e}") from e
-    saved = ckpt.get("opt") if isinstance(ckpt, dict) else None
-    saved = vars(saved) if isinstance(saved, argparse.Namespace) else saved
+    last, ckpt, saved = read_resumed_checkpoint(opt)
     model = ckpt.get("model") if isinstance(ckpt, dict) else None
     kind = str(model.get("class", "")) if hasattr(model, "get") else ""
     if not isinstance(saved, dict) or ckpt.get("optimizer") is None or not kind.endswith("ClassificationModel"):
@@ -159,11 +143,7 @@ def main(opt):
 def run(**kwargs):
     """Python entry point: run(data='../datasets/mnist', imgsz=64, model='yolov5n.yaml', epochs=3). Returns opt,
     with opt.results the final (top1, top5, val loss)."""
-    opt = parse_opt(True, args=[])
-    for k, v in kwargs.items():
-        setattr(opt, k, v)
-    opt.results = main(opt)
-    return opt
+    return run_from_defaults(main, parse_opt, kwargs)  # never the caller's sys.argv
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on
     signals.install("train")
 
 import train as detection_train  # noqa: E402  (the flags, --resume and the launch, shared with train.py)
+from utils.cli_flags import run_from_defaults  # noqa: E402
 from utils.engine.errors import TrainingError  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
@@ -66,11 +67,7 @@ def main(opt):
 def run(**kwargs):
     """Python entry point: run(data='coco128-seg.yaml', imgsz=320, weights='yolov5n-seg.pt', epochs=3). Returns opt,
     with opt.results the final (box P, R, mAP50, mAP50-95, mask P, R, mAP50, mAP50-95, val box, seg, obj, cls)."""
-    opt = parse_opt(True, args=[])  # defaults only: never the caller's sys.argv
-    for k, v in kwargs.items():
-        setattr(opt, k, v)
-    opt.results = main(opt)
-    return opt
+    return run_from_defaults(main, parse_opt, kwargs)  # never the caller's sys.argv
 
 
 if __name__ == "__main__":

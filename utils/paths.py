@@ -1,5 +1,6 @@
-"""Paths of the repository and of runs: the repository root, numbered run folders claimed atomically, and config files
-named on the command line found the way ultralytics finds them."""
+"""Paths of the repository and of runs: the repository root, numbered run folders claimed atomically, the newest
+run's last.pt (--resume), and config files named on the command line found the way ultralytics finds them."""
+import glob
 import os
 from pathlib import Path
 
@@ -31,6 +32,12 @@ def increment_path(path, exist_ok=False, sep="", mkdir=False):
                 break
     return path
 
+
+
+def get_latest_run(search_dir="."):
+    """The most recently written last*.pt under search_dir ('' if none): what --resume without a path resumes."""
+    runs = glob.glob(f"{search_dir}/**/last*.pt", recursive=True)
+    return max(runs, key=os.path.getctime) if runs else ""
 
 class RepoFileNotFound(UserError, FileNotFoundError):
     """A config named on the command line (--hyp, --cfg, --data) is neither a path nor a file of the repository."""

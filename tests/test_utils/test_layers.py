@@ -72,7 +72,7 @@ LAYERS = (
     ("framework-free base", ("utils.log", "utils.settings", "utils.errors", "utils.paths", "utils.boxes",
                              "utils.img_size", "utils.iou_math", "utils.optimizer_layout", "utils.backend_choice",
                              "utils.atomic_files", "utils.dataset_config", "utils.archive_extract", "utils.run_lock",
-                             "utils.memory_limits", "utils.path_names", "utils.yaml_files")),
+                             "utils.memory_limits", "utils.path_names", "utils.yaml_files", "utils.cli_flags")),
 )
 
 
@@ -119,7 +119,7 @@ def test_layers_run_one_way():
 
 FRAMEWORK_FREE = ("utils.log", "utils.paths", "utils.boxes", "utils.img_size", "utils.errors", "utils.iou_math",
                   "utils.optimizer_layout", "utils.checkpoint", "utils.signals", "utils.dataset_config",
-                  "utils.backend_choice")
+                  "utils.backend_choice", "utils.cli_flags")
 
 
 def test_framework_free_modules_load_no_framework():

@@ -1,10 +1,15 @@
-"""The options a checkpoint carries (``opt``, read by ``train.py --resume``), checked before they are used: each one
-this script knows must have its flag's type and a size that a run can use, or the resume stops in one line naming
-the checkpoint, the option and its value. A checkpoint is a file like any other: edited, damaged or foreign, its
-values must not reach the trainer as they are."""
+"""The options a checkpoint carries (``opt``; read_resumed_checkpoint reads them for train.py's and
+classify/train.py's ``--resume``), checked before they are used: each one this script knows must have its flag's
+type and a size that a run can use, or the resume stops in one line naming the checkpoint, the option and its value.
+A checkpoint is a file like any other: edited, damaged or foreign, its values must not reach the trainer as they
+are."""
+import argparse
 import math
+from pathlib import Path
 
+from utils.checkpoint import CheckpointError, load_checkpoint
 from utils.engine.errors import TrainingError
+from utils.paths import get_latest_run
 from utils.yaml_files import describe
 
 # upper bounds on what a saved option may ask the process to allocate or loop over
@@ -45,3 +50,18 @@ def check_saved_options(saved, defaults, source):
             raise TrainingError(f"--resume: {source}: its saved option {k}={describe(v)} is not what --{k} takes "
                                 f"(like {describe(defaults[k])}); the checkpoint was edited or damaged: start a new "
                                 f"run with --weights {source}.")
+
+
+def read_resumed_checkpoint(opt):
+    """(path, record read without tensors, its saved options as a dict or whatever else it holds) of the checkpoint
+    opt.resume names: a path, or True for the newest last*.pt under opt.project. The caller checks that it is a
+    resumable run of its own task. A missing or unreadable file raises TrainingError."""
+    last = Path(opt.resume if isinstance(opt.resume, str) else get_latest_run(opt.project))
+    if not last.is_file():
+        raise TrainingError(f"--resume: no checkpoint found at '{last}'. Give the path of a run's weights/last.pt.")
+    try:
+        ckpt = load_checkpoint(last, tensors=False, build_models=False)
+    except CheckpointError as e:
+        raise TrainingError(f"--resume: {e}") from e
+    saved = ckpt.get("opt") if isinstance(ckpt, dict) else None
+    return last, ckpt, vars(saved) if isinstance(saved, argparse.Namespace) else saved  # a Namespace reads as its dict
