@@ -45,7 +45,7 @@ def test_facade_still_offers_the_ultralytics_names():
     from utils import general
     for name in ("LOGGER", "ROOT", "colorstr", "increment_path", "check_img_size", "make_divisible", "xyxy2xywh",
                  "xywh2xyxy", "xywhn2xyxy", "xyxy2xywhn", "clip_boxes", "scale_boxes", "non_max_suppression",
-                 "coco80_to_coco91_class"):
+                 "coco80_to_coco91_class", "get_latest_run"):
         assert hasattr(general, name), name
     from models.common import AutoShape, DetectMultiBackend, Detections  # the official import path, on first access
     from models.autoshape import AutoShape as real
