@@ -96,3 +96,31 @@ def test_without_tensorboard_one_line_and_the_csv(tmp_path, monkeypatch, caplog)
 def test_evolve_writes_no_events(tmp_path):
     Loggers(tmp_path, run_opt(evolve=True), {}, include=("csv", "tb")).close()
     assert not list(tmp_path.glob("events.out.tfevents*"))
+
+
+def test_image_files_keep_their_pixels(tmp_path):
+    """A PNG (RGB or RGBA, as matplotlib writes) is stored as its own bytes with its size and channels; a JPEG is
+    decoded and stored as PNG; a file that is neither is refused."""
+    from utils.loggers.tensorboard import EventWriter
+    rng = np.random.default_rng(0)
+    rgb = rng.integers(0, 255, (21, 30, 3), dtype=np.uint8)
+    rgba = np.dstack([rgb, np.full((21, 30), 255, np.uint8)])
+    cv2.imwrite(str(tmp_path / "rgb.png"), rgb)
+    cv2.imwrite(str(tmp_path / "rgba.png"), rgba)
+    cv2.imwrite(str(tmp_path / "photo.jpg"), rgb)
+    (tmp_path / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 40)
+    w = EventWriter(tmp_path / "tb")
+    for name in ("rgb.png", "rgba.png", "photo.jpg"):
+        w.add_image_file(tmp_path / name, 0)
+    with pytest.raises(ValueError, match="broken.png"):
+        w.add_image_file(tmp_path / "broken.png", 0)
+    w.close()
+    ea = read_events(tmp_path / "tb")
+    for stem, channels in (("rgb", 3), ("rgba", 4), ("photo", 3)):
+        img = ea.Images(stem)[0]
+        assert (img.width, img.height) == (30, 21)
+        decoded = cv2.imdecode(np.frombuffer(img.encoded_image_string, np.uint8), cv2.IMREAD_UNCHANGED)
+        assert decoded.shape[2] == channels
+        if stem != "photo":
+            assert img.encoded_image_string == (tmp_path / f"{stem}.png").read_bytes()
+            assert np.array_equal(decoded[..., :3], rgb)
