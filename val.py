@@ -17,8 +17,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # `python val.py` from anywhere finds models/ and utils/
@@ -36,6 +34,7 @@ from utils.errors import UserError  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 from utils.evaluation import evaluator_for_dataset, run_validation, validate_model  # noqa: E402
+from utils.evaluation.runner import speed_or_study  # noqa: E402
 from utils.evaluation import match_image, save_one_json  # noqa: E402  (ultralytics users import them from val)
 from utils.log import LOGGER, colorstr  # noqa: E402
 from utils.paths import increment_path  # noqa: E402
@@ -115,30 +114,13 @@ def parse_opt(argv=None):
 
 
 def main(opt):
-    weights = opt.weights if isinstance(opt.weights, list) else [opt.weights]
     if opt.task in ("train", "val", "test"):
         if opt.conf_thres > 0.001:
             LOGGER.info(f"WARNING: confidence threshold {opt.conf_thres} > 0.001 produces invalid results")
         if opt.save_hybrid:
             LOGGER.info("WARNING: --save-hybrid will return high mAP from hybrid labels, not from predictions alone")
         return run(**vars(opt))
-    opt.half = "cuda" in str(select_device(opt.device))  # FP16 for fastest results on GPU
-    if opt.task == "speed":  # speed benchmarks: square batches, realistic thresholds, no plots
-        opt.conf_thres, opt.iou_thres, opt.save_json = 0.25, 0.45, False
-        for opt.weights in weights:
-            run(**vars(opt), plots=False)
-    elif opt.task == "study":  # mAP and speed against image size, one study_*.txt per model
-        x = list(range(256, 1536 + 128, 128))
-        for opt.weights in weights:
-            f = f"study_{Path(opt.data).stem}_{Path(opt.weights).stem}.txt"
-            y = []
-            for opt.imgsz in x:
-                LOGGER.info(f"\nRunning {f} --imgsz {opt.imgsz}...")
-                r, _, t = run(**vars(opt), plots=False)
-                y.append(r + t)
-            np.savetxt(f, y, fmt="%10.4g")
-            LOGGER.info(f"Study results saved to {f}")
-    else:
+    if not speed_or_study(opt, run):
         raise ValueError(f"--task {opt.task} is not one of train, val, test, speed, study")
 
 

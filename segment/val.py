@@ -30,7 +30,7 @@ from utils.backend import inference_mode, select_device  # noqa: E402
 from utils.cli_flags import add_val_flags  # noqa: E402
 from utils.errors import UserError  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
-from utils.evaluation.runner import model_names  # noqa: E402
+from utils.evaluation.runner import model_names, speed_or_study  # noqa: E402
 from utils.log import LOGGER, colorstr  # noqa: E402
 from utils.paths import increment_path  # noqa: E402
 from utils.inference import load_model  # noqa: E402
@@ -128,25 +128,7 @@ def main(opt):
         if opt.conf_thres > 0.001:
             LOGGER.warning(f"WARNING ⚠️ confidence threshold {opt.conf_thres} > 0.001 produces invalid results")
         return run(**vars(opt))
-    weights = opt.weights if isinstance(opt.weights, list) else [opt.weights]
-    opt.half = "cuda" in str(select_device(opt.device))
-    if opt.task == "speed":
-        opt.conf_thres, opt.iou_thres, opt.save_json = 0.25, 0.45, False
-        for opt.weights in weights:
-            run(**vars(opt), plots=False)
-    elif opt.task == "study":  # box and mask figures and speed against image size, one study_*.txt per model
-        import numpy as np  # noqa: PLC0415  (this branch only)
-        sizes = list(range(256, 1536 + 128, 128))  # the official image sizes
-        for opt.weights in weights:
-            f = f"study_{Path(opt.data).stem}_{Path(opt.weights).stem}.txt"
-            rows = []
-            for opt.imgsz in sizes:
-                LOGGER.info(f"\nRunning {f} --imgsz {opt.imgsz}...")
-                r, _, t = run(**vars(opt), plots=False)
-                rows.append(tuple(r) + tuple(t))  # 8 figures, 4 val losses (0 here), 3 times in ms, as official
-            np.savetxt(f, rows, fmt="%10.4g")
-            LOGGER.info(f"Study results saved to {f}")
-    else:
+    if not speed_or_study(opt, run):
         raise UserError(f"--task {opt.task} is not one of train, val, test, speed, study.")
 
 

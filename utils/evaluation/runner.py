@@ -12,7 +12,7 @@ import numpy as np
 from tqdm import tqdm
 
 from utils import signals
-from utils.backend import inference_mode, is_cuda, to_numpy, torch
+from utils.backend import inference_mode, is_cuda, select_device, to_numpy, torch
 from utils.dataset_config import check_dataset
 from utils.evaluation.coco_json import CocoPredictions
 from utils.evaluation.evaluator import IOU_THRESHOLDS, TABLE_HEADER, DetectionEvaluator
@@ -146,3 +146,32 @@ def validate_model(model, dataloader, data, single_cls=False, half=False, comput
                               plot_jobs=plot_jobs, postprocess=postprocess, n_loss_items=n_loss_items)
     finally:
         model.float()
+
+
+STUDY_SIZES = tuple(range(256, 1536 + 128, 128))  # the official --task study image sizes
+
+
+def speed_or_study(opt, run):
+    """val.py's and segment/val.py's --task speed and --task study for each of opt.weights, with the script's run:
+    speed validates at the detection thresholds (0.25, 0.45) without plots or JSON; study validates at every
+    STUDY_SIZES size and writes study_<data>_<weights>.txt, one row per size: the figures, the val losses and the
+    three times in ms, as official. Returns False for any other task (the caller says what it takes)."""
+    if opt.task not in ("speed", "study"):
+        return False
+    weights = opt.weights if isinstance(opt.weights, list) else [opt.weights]
+    opt.half = "cuda" in str(select_device(opt.device))  # FP16 for the fastest results on a GPU
+    if opt.task == "speed":
+        opt.conf_thres, opt.iou_thres, opt.save_json = 0.25, 0.45, False
+        for opt.weights in weights:
+            run(**vars(opt), plots=False)
+        return True
+    for opt.weights in weights:
+        f = f"study_{Path(opt.data).stem}_{Path(opt.weights).stem}.txt"
+        rows = []
+        for opt.imgsz in STUDY_SIZES:
+            LOGGER.info(f"\nRunning {f} --imgsz {opt.imgsz}...")
+            r, _, t = run(**vars(opt), plots=False)
+            rows.append(tuple(r) + tuple(t))
+        np.savetxt(f, rows, fmt="%10.4g")
+        LOGGER.info(f"Study results saved to {f}")
+    return True
