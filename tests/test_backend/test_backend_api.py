@@ -16,8 +16,12 @@ PER_BACKEND = {"torch": PACKAGE / "torch_backend.py", "oneflow": PACKAGE / "onef
 
 
 def _python_files(*exclude):
-    skip = {ROOT / x for x in (".venv-torch", ".venv-oneflow", *exclude)}
-    return [p for p in ROOT.rglob("*.py") if not any(s in p.parents for s in skip)]
+    """The project's .py files: the hidden top-level folders (.venv-torch, .venv-oneflow, .venv-tf, .gpu_kit, .git)
+    hold installed packages and staged copies, not project code, and are never walked (.venv-tf is 6 GB)."""
+    skip = {ROOT / x for x in exclude}
+    tops = [d for d in ROOT.iterdir() if d.is_dir() and not d.name.startswith(".") and d not in skip]
+    files = [p for p in ROOT.glob("*.py")] + [p for d in tops for p in d.rglob("*.py")]
+    return [p for p in files if not any(s in p.parents for s in skip)]
 
 
 def _module_level_names(path):

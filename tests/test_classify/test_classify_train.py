@@ -42,6 +42,53 @@ def test_detection_results_row_unchanged():
     assert DETECT.results_row([1, 2, 3], (4, 5, 6, 7, 8, 9, 10), [11, 12, 13], [0, 0, 0]) == list(range(1, 14))
 
 
+def test_final_validation_draws_test_images_of_the_first_batch(tmp_path):
+    """The last epoch's validation (plots=True) hands the first batch, its labels and the predicted classes to the
+    plot helpers as test_images.jpg, captioned true-predicted as official; other validations draw nothing."""
+    import cv2
+    from utils.backend import from_numpy, torch
+    from utils.tasks.classify import CLASSIFY
+
+    class Fixed(torch.nn.Module):  # predicts class (mean pixel > 0.5) whatever the weights
+        names = {0: "dark", 1: "bright"}
+
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(1))
+
+        def forward(self, x):
+            m = x.mean((1, 2, 3)) * self.w
+            return torch.stack([-m, m], 1)
+
+    class Jobs:
+        def __init__(self):
+            self.calls = []
+
+        def submit(self, what, fn, *args, **kwargs):
+            self.calls.append(what)
+            fn(*args, **kwargs)
+
+    dark, bright = np.zeros((2, 3, 16, 16), np.uint8), np.full((2, 3, 16, 16), 250, np.uint8)
+    batches = [(from_numpy(np.concatenate([dark, bright])), from_numpy(np.array([0, 0, 1, 0]))),
+               (from_numpy(bright), from_numpy(np.array([1, 1])))]
+    jobs = Jobs()
+    results, _, _ = CLASSIFY.validate(Fixed(), batches, plots=False, save_dir=tmp_path, plot_jobs=jobs)
+    assert jobs.calls == [] and results[0] == pytest.approx(5 / 6)
+    got = []
+    import utils.tasks.classify as cls_task
+    real = cls_task.plot_classification_batch
+    cls_task.plot_classification_batch = lambda *a, **k: (got.append((a, k)), real(*a, **k))
+    try:
+        CLASSIFY.validate(Fixed(), batches, plots=True, save_dir=tmp_path, plot_jobs=jobs)
+    finally:
+        cls_task.plot_classification_batch = real
+    assert jobs.calls == ["test_images.jpg"] and len(got) == 1
+    (images, labels, paths, f), kw = got[0]
+    assert images.shape == (4, 3, 16, 16) and list(labels) == [0, 0, 1, 0] and paths is None
+    assert list(kw["predictions"]) == [0, 0, 1, 1] and kw["names"] == Fixed.names
+    assert cv2.imread(str(tmp_path / "test_images.jpg")).shape[2] == 3
+
+
 @pytest.mark.parametrize("cutoff", [None, 8])
 def test_cutoff_classifier_from_yaml(cutoff):
     from models.tasks import Classify
@@ -199,7 +246,9 @@ def test_train_writes_best_pt_and_official_results(reference_run):
     assert ck["model"]["state_dict"]["model.9.linear.weight"].shape == (4, 1280)
     assert ck["model"]["state_dict"]["model.9.linear.weight"].dtype == np.float16  # official: the EMA in fp16
     assert (reference_run / "opt.yaml").is_file() and not (reference_run / "hyp.yaml").exists()
-    assert (reference_run / "train_batch0.jpg").is_file()
+    # official pictures: the first 25 training images, and after the last epoch 25 validation images true-predicted
+    assert (reference_run / "train_images.jpg").is_file() and (reference_run / "test_images.jpg").is_file()
+    assert not list(reference_run.glob("train_batch*.jpg"))
 
 
 def _val_lines(out):

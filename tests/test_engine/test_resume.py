@@ -91,6 +91,53 @@ def test_resume_refuses_finished_checkpoint(reference_run):
     assert r4.returncode == 1 and "no checkpoint found" in r4.stderr
 
 
+def _pickle_globals(path):
+    """The module.name pairs a checkpoint's pickle names, in order of first use (its data.pkl, opcode by opcode)."""
+    import pickletools
+    import zipfile
+    with zipfile.ZipFile(path) as z:
+        data = z.read(next(n for n in z.namelist() if n.endswith("/data.pkl")))
+    seen = []
+    for op, arg, _ in pickletools.genops(data):
+        if op.name == "GLOBAL" and arg not in seen:
+            seen.append(arg)
+    return seen
+
+
+@pytest.mark.slow
+def test_final_epoch_is_written_as_strip_optimizer_would_strip_it(reference_run, tmp_path):
+    """The last epoch's last.pt is written stripped from memory, not saved whole and read back: it holds what
+    strip_optimizer makes of that epoch's whole checkpoint (epoch2.pt of --save-period 1, which stays whole as
+    official): the same keys and values but the date, the same fp16 model with the same attributes, the same pickled
+    classes in the same order."""
+    from models.from_record import build_model
+    from utils.checkpoint import load_checkpoint
+    from utils.checkpoint.training import strip_optimizer
+    weights = reference_run / "weights"
+    whole = load_checkpoint(weights / f"epoch{EPOCHS - 1}.pt", tensors=False, build_models=False)
+    assert whole["epoch"] == EPOCHS - 1 and whole["optimizer"] is not None  # the periodic file stays whole
+    stripped = tmp_path / "stripped.pt"
+    strip_optimizer(weights / f"epoch{EPOCHS - 1}.pt", s=str(stripped), build_model=build_model)
+    a = load_checkpoint(weights / "last.pt", tensors=False, build_models=False)
+    b = load_checkpoint(stripped, tensors=False, build_models=False)
+    assert list(a) == list(b) == list(OFFICIAL_KEYS)
+    for k in OFFICIAL_KEYS:
+        if k not in ("model", "date"):
+            assert a[k] == b[k], k
+    assert a["epoch"] == -1 and a["optimizer"] is None and a["ema"] is None
+    ma, mb = a["model"], b["model"]
+    assert sorted(ma) == sorted(mb)
+    for k in ma:
+        if k != "state_dict":
+            assert repr(ma[k]) == repr(mb[k]), k
+    sa, sb = ma["state_dict"], mb["state_dict"]
+    assert list(sa) == list(sb)
+    for k in sa:
+        assert sa[k].dtype == sb[k].dtype
+        np.testing.assert_array_equal(sa[k], sb[k], err_msg=k)
+    assert _pickle_globals(weights / "last.pt") == _pickle_globals(stripped)
+
+
 OFFICIAL_KEYS = ("epoch", "best_fitness", "model", "ema", "updates", "optimizer", "opt", "git", "date")
 
 

@@ -94,6 +94,27 @@ def training_checkpoint(epoch, model, ema, optimizer, recorded_opt, best_fitness
     return ckpt
 
 
+def stripped_checkpoint(model, source):
+    """The final checkpoint as the official ``strip_optimizer`` leaves it: model = ``model`` (the EMA) in fp16;
+    optimizer, ema, updates, best_fitness None; epoch -1; opt, git and date from ``source`` (a checkpoint dict).
+    The model's parameters must already have requires_grad off (the EMA's always have)."""
+    out = {k: source.get(k) for k in OFFICIAL_KEYS}
+    out.update(epoch=-1, best_fitness=None, model=Half(model), ema=None, updates=None, optimizer=None)
+    return out
+
+
+def final_checkpoint(ema_model, recorded_opt):
+    """The stripped checkpoint of the epoch training ends with, straight from memory: what strip_optimizer would
+    make of that epoch's last.pt, without writing the full checkpoint and reading it back."""
+    return stripped_checkpoint(ema_model, {"opt": recorded_opt, "git": git_info(str(_ROOT)),
+                                           "date": datetime.now().isoformat()})
+
+
+def log_stripped(f, saved_as=""):
+    mb = os.path.getsize(saved_as or f) / 1e6
+    LOGGER.info(f"Optimizer stripped from {f},{f' saved as {saved_as},' if saved_as else ''} {mb:.1f}MB")
+
+
 def strip_optimizer(f="best.pt", s="", save=save_checkpoint, also=(), build_model=None):
     """Make a final checkpoint as the official trainer does: model = the EMA in fp16 with requires_grad off;
     optimizer, ema, updates, best_fitness None; epoch -1. This project's exact-resume keys are dropped.
@@ -111,9 +132,6 @@ def strip_optimizer(f="best.pt", s="", save=save_checkpoint, also=(), build_mode
     model = x["ema"] if x.get("ema") is not None else x["model"]
     for p in model.parameters():
         p.requires_grad_(False)
-    out = {k: x.get(k) for k in OFFICIAL_KEYS}
-    out.update(epoch=-1, best_fitness=None, model=Half(model), ema=None, updates=None, optimizer=None)
-    save(out, s or f, *also)
+    save(stripped_checkpoint(model, x), s or f, *also)
     for src in (f, *also):
-        mb = os.path.getsize(s or src) / 1e6
-        LOGGER.info(f"Optimizer stripped from {src},{f' saved as {s},' if s else ''} {mb:.1f}MB")
+        log_stripped(src, s)

@@ -13,10 +13,13 @@ def _device(model):
 
 
 @inference_mode()
-def evaluate_classifier(model, dataloader, compute_loss=None, prepare_images=None, verbose=False, names=None, **_):
+def evaluate_classifier(model, dataloader, compute_loss=None, prepare_images=None, verbose=False, names=None,
+                        first_batch=None, **_):
     """((top1, top5, mean loss), per-class top-1 (nc,)). Batches of uint8 images are scaled to 0-1 and passed
     through prepare_images (the task's normalisation); float batches are taken as the network's input. The model
-    is left in eval mode and fp32. Extra keyword arguments (detection's thresholds) are ignored."""
+    is left in eval mode and fp32. first_batch(images as loaded, labels, predicted classes), numpy arrays, is
+    called with the first batch (the trainer's test_images.jpg). Extra keyword arguments (detection's thresholds)
+    are ignored."""
     model.float().eval()
     device = _device(model)
     logits, targets, loss = [], [], 0.0
@@ -29,6 +32,8 @@ def evaluate_classifier(model, dataloader, compute_loss=None, prepare_images=Non
         y = model(images)
         logits.append(to_numpy(y.float()))
         targets.append(to_numpy(labels))
+        if first_batch is not None and len(logits) == 1:
+            first_batch(to_numpy(batch[0]), targets[0], logits[0].argmax(1))
         if compute_loss is not None:
             loss += float(to_numpy(compute_loss(y, labels.to(device))[1])[0])  # the unscaled batch mean
     loss /= max(len(dataloader), 1)

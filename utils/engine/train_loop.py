@@ -18,7 +18,8 @@ from models.experimental import attempt_load
 from utils import backend, signals
 from utils.backend import F
 from utils.checkpoint import save_checkpoint
-from utils.checkpoint.training import get_rng_states, strip_optimizer, training_checkpoint
+from utils.checkpoint.training import final_checkpoint, get_rng_states, log_stripped, strip_optimizer, \
+    training_checkpoint
 from utils.distributed.collectives import broadcast_flag
 from utils.data.class_weights import resample_by_image_weights
 from utils.engine.errors import NonFiniteLossError, TrainingError
@@ -96,6 +97,7 @@ class TrainLoop:
         self.best_fitness, self.best_epoch = state.best_fitness, state.best_epoch
         self.final_epoch = False
         self.saved_in_epoch = {}  # checkpoint path -> the epoch this run last wrote it in
+        self.written_stripped = set()  # checkpoints the final epoch wrote in their final (stripped) form
         self.stop_possible = False  # an early stop may come after the next epoch (it is then validated)
         self._stop_requested = False
         self._hooks = []
@@ -114,6 +116,12 @@ class TrainLoop:
 
     def request_stop(self):
         self._stop_requested = True
+
+    @property
+    def ends_here(self):
+        """Training ends after this epoch unless a signal stops it sooner: the last epoch, or an early stop
+        (requested by the main process's hooks, which run before the checkpoint hook)."""
+        return self.epoch + 1 == self.epochs or self._stop_requested
 
     def _call(self, name):
         for h in self._hooks:
@@ -263,12 +271,13 @@ class ProgressHook(HookBase):
 
 
 class TrainBatchPlotHook(HookBase):
-    """train_batch0-2.jpg: the first three batches as the model saw them."""
+    """train_batch0-2.jpg (the task's batch_plots): the first batches as the model saw them."""
 
     def after_step(self):
         loop = self.loop
-        if loop.ni < 3:
-            f = loop.parts.run.save_dir / f"train_batch{loop.ni}.jpg"
+        names = loop.parts.task.batch_plots
+        if loop.ni < len(names):
+            f = loop.parts.run.save_dir / names[loop.ni]
             loop.parts.plots.submit(f.name, loop.parts.task.plot_batch, images_as_drawn(loop.imgs),
                                     backend.to_numpy(loop.targets), loop.paths, f,
                                     *(backend.to_numpy(x) for x in loop.extras))
@@ -299,7 +308,9 @@ class ValidationHook(HookBase):
         loop, p = self.loop, self.loop.parts
         p.ema.update_attr(de_parallel(p.model), include=["yaml", "nc", "hyp", "names", "stride", "class_weights"])
         if not p.options.noval or loop.final_epoch:
-            loop.results, loop.maps = validate(p, p.ema.ema)
+            # a task whose best.pt is not validated again ends with this validation's plots (classification)
+            plots = not p.task.validate_best and loop.epoch + 1 == loop.epochs and not p.options.noplots
+            loop.results, loop.maps = validate(p, p.ema.ema, plots=plots)
         loop.fitness = float(p.task.fitness(np.asarray(loop.results, dtype=np.float64)))
         if loop.fitness > loop.best_fitness:
             loop.best_fitness, loop.best_epoch = loop.fitness, loop.epoch
@@ -378,29 +389,37 @@ class CheckpointHook(HookBase):
         if opt.nosave and not (loop.final_epoch and not opt.evolve):
             return
         check_weights_before_save(p, loop.epoch)  # a NaN weight never replaces the last good checkpoint
-        ckpt = checkpoint_contents(loop)
         paths = [run.last]
         if loop.best_fitness == loop.fitness:
             paths.append(run.best)
-        if opt.save_period > 0 and loop.epoch % opt.save_period == 0:
-            paths.append(run.weights / f"epoch{loop.epoch}.pt")
-        save_ckpt(ckpt, *paths)  # encoded once
-        loop.saved_in_epoch.update({path: loop.epoch for path in paths})
+        periodic = [run.weights / f"epoch{loop.epoch}.pt"] if opt.save_period > 0 and \
+            loop.epoch % opt.save_period == 0 else []
+        if loop.ends_here:
+            # the official trainer saves this epoch whole, then reads last.pt and best.pt back to strip them: here
+            # the same files are written once, from memory (FinishHook strips only a best.pt of an earlier epoch)
+            if periodic:  # epochN.pt stays whole, as official
+                save_ckpt(checkpoint_contents(loop), *periodic)
+            save_ckpt(final_checkpoint(p.ema.ema, p.recorded_opt), *paths)
+            loop.written_stripped.update(paths)
+        else:
+            save_ckpt(checkpoint_contents(loop), *paths, *periodic)  # encoded once
+        loop.saved_in_epoch.update({path: loop.epoch for path in paths + periodic})
         if p.loggers is not None:  # --save-period: the cloud loggers that keep models get last.pt
             p.loggers.on_model_save(run.last, loop.epoch, loop.final_epoch, loop.best_fitness, loop.fitness)
 
 
 class FinishHook(HookBase):
     """Once training ends: results.png, last.pt and best.pt stripped as the official trainer does it, best.pt
-    validated with plots and per-class figures (these become the run's results), the closing line once every plot
-    file is written."""
+    validated with plots and per-class figures (these become the run's results; not for a task without
+    validate_best), the closing line once every plot file is written."""
 
     def after_train(self):
         loop, p = self.loop, self.loop.parts
         opt, run = p.options, p.run
         if p.loggers is not None:  # results.csv is complete: results.png is drawn while best.pt is validated
             p.loggers.on_train_end(plots=not opt.noplots, draw=p.plots.submit)
-        if run.best.exists() and not opt.evolve and hasattr(p.val_loader, "start"):
+        validate_best = p.task.validate_best and not opt.evolve
+        if run.best.exists() and validate_best and hasattr(p.val_loader, "start"):
             p.val_loader.start()  # its images load while the checkpoints are stripped
         # best.pt written in the same epoch as last.pt holds the same checkpoint: stripped once, written to both
         same = run.last.exists() and run.best.exists() and \
@@ -409,11 +428,13 @@ class FinishHook(HookBase):
             signals.check()
             if not f.exists():
                 continue
-            if f == run.last:
+            if f in loop.written_stripped:
+                log_stripped(f)
+            elif f == run.last:
                 strip_optimizer(f, save=save_ckpt, also=(run.best,) if same else (), build_model=p.task.build_model)
             elif not same:
                 strip_optimizer(f, save=save_ckpt, build_model=p.task.build_model)
-            if f == run.best and not opt.evolve:
+            if f == run.best and validate_best:
                 LOGGER.info(f"\nValidating {f}...")
                 model = attempt_load(f, p.device, fuse=True, build_model=p.task.build_model)
                 loop.results, _ = validate(p, model, plots=not opt.noplots, verbose=True,

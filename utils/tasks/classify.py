@@ -7,6 +7,7 @@ metrics/accuracy_top5, lr/0. Fitness (best.pt) is the top-1 accuracy.
 The engine builds a classification run with utils/engine/classify_build.py (its options, optimizer and schedule
 rules differ from detection's: no warmup, no gradient accumulation, the learning rate linear from lr0 to 0.01 lr0)."""
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -34,11 +35,20 @@ def top1_fitness(results):
     return np.asarray(results, dtype=np.float64)[..., 0]
 
 
-def _validate(model, dataloader, data=None, compute_loss=None, verbose=False, **_):
+def _validate(model, dataloader, data=None, compute_loss=None, verbose=False, plots=False, save_dir=None,
+              plot_jobs=None, **_):
     """The trainer's validation in utils.evaluation.validate_model's call and return shape: ((top1, top5, loss),
-    per-class top-1, None); detection's options (thresholds, plots) do not apply."""
+    per-class top-1, None); detection's options (thresholds) do not apply. plots: test_images.jpg in save_dir,
+    the first 25 validation images captioned true-predicted, as official classify/train.py draws it after the
+    last epoch (drawn by plot_jobs, the run's plot helpers)."""
+    first_batch = None
+    if plots and save_dir is not None and plot_jobs is not None:
+        f = Path(save_dir) / "test_images.jpg"
+        names = getattr(model, "names", None)
+        first_batch = (lambda images, labels, pred: plot_jobs.submit(  # noqa: E731
+            f.name, plot_classification_batch, images, labels, None, f, predictions=pred, names=names))
     results, per_class = evaluate_classifier(model, dataloader, compute_loss=compute_loss,
-                                             prepare_images=normalize_images, verbose=verbose)
+                                             prepare_images=normalize_images, verbose=verbose, first_batch=first_batch)
     return results, per_class, None
 
 
@@ -82,4 +92,6 @@ CLASSIFY = ClassifyTask(
     plot_batch=plot_classification_batch,
     prepare_images=normalize_images,
     validate=_validate,
+    batch_plots=("train_images.jpg",),
+    validate_best=False,
 )

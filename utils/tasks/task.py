@@ -42,6 +42,12 @@ class Task:
     # whether TensorBoard gets the model graph before the first step (official detection and classification trainers
     # write it; official segment/train.py does not, and tracing the model costs 0.5 s or more of the run's start)
     log_graph: bool = True
+    # the pictures of the first training batches, one file per batch (official classify/train.py: one, of 25 images)
+    batch_plots: tuple = ("train_batch0.jpg", "train_batch1.jpg", "train_batch2.jpg")
+    # whether training ends with best.pt validated again, with plots and per-class figures, as the run's results
+    # (official detection and segmentation trainers); False (official classify/train.py): the last epoch's
+    # validation is the run's final one and draws the task's plots
+    validate_best: bool = True
 
     def results_keys(self, n_lr_groups=3):
         """results.csv's columns after 'epoch': train losses, metrics, val losses, learning rates."""
