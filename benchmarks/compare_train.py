@@ -263,7 +263,9 @@ def main(opt):
     if not opt.ref or not (Path(opt.ref) / "train.py").is_file():
         print(f"compare_train: skipped: no official checkout (--ref {opt.ref!r}). To make one:\n{HOW_TO}")
         return 0
-    ref_python = opt.ref_python or str(Path(opt.ref).parent / "venv" / "bin" / "python")
+    # absolute paths: the runs start in the checkouts, where a relative path would name something else
+    opt.ref = str(Path(opt.ref).absolute())
+    ref_python = str(Path(opt.ref_python or Path(opt.ref).parent / "venv" / "bin" / "python").absolute())
     if not Path(ref_python).exists():
         print(f"compare_train: skipped: no Python for the official checkout at {ref_python} (--ref-python).")
         return 0

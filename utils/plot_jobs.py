@@ -38,12 +38,14 @@ def inline(what, fn, *args, **kwargs):
         LOGGER.warning(f"WARNING ⚠️ {what} not plotted: {e}")
 
 
-def _serve(jobs, answers):
-    """A helper: draw each (what, fn, args, kwargs) received, answer (what, error or ''), stop at None."""
-    try:
-        pyplot()  # matplotlib with the Agg backend, once
-    except Exception:  # a missing matplotlib fails the drawings that need it, each with its warning
-        pass
+def _serve(jobs, answers, warm_matplotlib=True):
+    """A helper: draw each (what, fn, args, kwargs) received, answer (what, error or ''), stop at None.
+    warm_matplotlib: import it first, while the run is busy elsewhere (else the first drawing that needs it does)."""
+    if warm_matplotlib:
+        try:
+            pyplot()  # matplotlib with the Agg backend, once
+        except Exception:  # a missing matplotlib fails the drawings that need it, each with its warning
+            pass
     while True:
         try:
             job = jobs.get()
@@ -64,11 +66,11 @@ class _Helper:
     """One helper process. Jobs go through a queue whose feeder thread writes them to the pipe, so handing over a
     batch mosaic's 20 MB never blocks the caller while the helper is still drawing; answers come back on a pipe."""
 
-    def __init__(self):
+    def __init__(self, warm_matplotlib=True):
         ctx = multiprocessing.get_context("fork")
         self.jobs = ctx.Queue()
         self.conn, child = ctx.Pipe(duplex=False)
-        self.process = ctx.Process(target=_serve, args=(self.jobs, child), daemon=True)
+        self.process = ctx.Process(target=_serve, args=(self.jobs, child, warm_matplotlib), daemon=True)
         self.process.start()
         child.close()
         self.pending = []  # what, in the order handed over
@@ -116,12 +118,15 @@ class _Helper:
 
 class PlotJobs:
     """Drawings handed to helper processes: submit(what, fn, *args, **kwargs) runs fn(*args, **kwargs) there, wait()
-    blocks until all are written, close() ends the helpers (wait() first)."""
+    blocks until all are written, close() ends the helpers (wait() first). warm_matplotlib=False: the helpers
+    import matplotlib only for a drawing that needs it (a run that draws with OpenCV alone, as classification's
+    trainer, then never spends the 2 x 0.4 s of CPU on it)."""
 
-    def __init__(self, processes=None):
+    def __init__(self, processes=None, warm_matplotlib=True):
         if processes is None:
             processes = hasattr(os, "fork") and PLOT_PROCESSES.get()
         self.processes = processes
+        self.warm_matplotlib = warm_matplotlib
         self._helpers = []
 
     def submit(self, what, fn, *args, **kwargs):
@@ -129,7 +134,7 @@ class PlotJobs:
             return inline(what, fn, *args, **kwargs)
         if not self._helpers:
             try:
-                self._helpers = [_Helper() for _ in range(HELPERS)]
+                self._helpers = [_Helper(self.warm_matplotlib) for _ in range(HELPERS)]
             except OSError as e:  # no memory or process slots for helpers: draw here from now on
                 LOGGER.debug(f"plots drawn inline ({e})")
                 self.processes = False

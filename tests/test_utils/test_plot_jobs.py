@@ -147,3 +147,36 @@ def test_a_drawing_goes_to_the_helper_with_the_least_work_queued(tmp_path):
         jobs.close()
     behind_heavy = sum(f.read_text() == heavy.read_text() for f in light)
     assert behind_heavy <= 1, behind_heavy
+
+
+_MATPLOTLIB_IN_HELPERS = r'''
+import sys
+from pathlib import Path
+from utils.plot_jobs import PlotJobs
+assert "matplotlib" not in sys.modules  # the helpers fork from a process without it
+
+
+def loaded(path):  # the warm-up, where asked for, runs before the helper takes its first job
+    Path(path).write_text(str("matplotlib.pyplot" in sys.modules))
+
+
+for warm, name in ((False, "cold"), (True, "warm")):
+    jobs = PlotJobs(processes=True, warm_matplotlib=warm)
+    jobs.submit(name, loaded, f"{sys.argv[1]}/{name}.txt")
+    jobs.wait()
+    jobs.close()
+'''
+
+
+@FORK
+def test_helpers_import_matplotlib_at_start_only_when_asked(tmp_path):
+    """The classification trainer draws with OpenCV alone: its helpers (warm_matplotlib=False) never load
+    matplotlib; the default helpers load it before their first drawing."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    p = subprocess.run([sys.executable, "-c", _MATPLOTLIB_IN_HELPERS, str(tmp_path)], cwd=root, capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(root)})
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert (tmp_path / "cold.txt").read_text() == "False" and (tmp_path / "warm.txt").read_text() == "True"

@@ -177,7 +177,7 @@ def build_classification_training(opt, hyp, device, dist=None, task_plugin=CLASS
         train_loader.start()
     if val_loader is not None:
         val_loader.start()
-    plots = PlotJobs(processes=None if dist.is_main else False)
+    plots = PlotJobs(processes=None if dist.is_main else False, warm_matplotlib=False)  # its pictures: OpenCV
 
     ema = ModelEMA(model, fused=fast.multi_tensor) if dist.is_main else None  # ORDER: before DDP wrapping
     state = TrainingState()

@@ -417,7 +417,7 @@ class FinishHook(HookBase):
         loop, p = self.loop, self.loop.parts
         opt, run = p.options, p.run
         if p.loggers is not None:  # results.csv is complete: results.png is drawn while best.pt is validated
-            p.loggers.on_train_end(plots=not opt.noplots, draw=p.plots.submit)
+            p.loggers.on_train_end(plots=not opt.noplots and p.task.results_plot, draw=p.plots.submit)
         validate_best = p.task.validate_best and not opt.evolve
         if run.best.exists() and validate_best and hasattr(p.val_loader, "start"):
             p.val_loader.start()  # its images load while the checkpoints are stripped

@@ -94,4 +94,5 @@ CLASSIFY = ClassifyTask(
     validate=_validate,
     batch_plots=("train_images.jpg",),
     validate_best=False,
+    results_plot=False,
 )

@@ -48,6 +48,9 @@ class Task:
     # (official detection and segmentation trainers); False (official classify/train.py): the last epoch's
     # validation is the run's final one and draws the task's plots
     validate_best: bool = True
+    # results.png from results.csv at the end (official detection and segmentation trainers; classify/train.py
+    # draws none)
+    results_plot: bool = True
 
     def results_keys(self, n_lr_groups=3):
         """results.csv's columns after 'epoch': train losses, metrics, val losses, learning rates."""
