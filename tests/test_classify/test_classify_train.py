@@ -72,8 +72,22 @@ def test_final_validation_draws_test_images_of_the_first_batch(tmp_path):
     batches = [(from_numpy(np.concatenate([dark, bright])), from_numpy(np.array([0, 0, 1, 0]))),
                (from_numpy(bright), from_numpy(np.array([1, 1])))]
     jobs = Jobs()
-    results, _, _ = CLASSIFY.validate(Fixed(), batches, plots=False, save_dir=tmp_path, plot_jobs=jobs)
+    import utils.classify.evaluate as evaluate
+    printed = []
+    real_info = evaluate.LOGGER.info
+    evaluate.LOGGER.info = printed.append
+    try:
+        results, _, _ = CLASSIFY.validate(Fixed(), batches, plots=False, save_dir=tmp_path, plot_jobs=jobs)
+        each_epoch = [line.split() for line in printed]
+        printed.clear()
+        CLASSIFY.validate(Fixed(), batches, plots=True, save_dir=tmp_path, plot_jobs=Jobs())
+        last_epoch = [line.split() for line in printed]
+    finally:
+        evaluate.LOGGER.info = real_info
     assert jobs.calls == [] and results[0] == pytest.approx(5 / 6)
+    # each epoch prints its top-1/top-5 row; the last one, the run's final figures, every class too
+    assert each_epoch == [["Class", "Images", "top1_acc", "top5_acc"], ["all", "6", "0.833", "1"]]
+    assert last_epoch == each_epoch + [["dark", "3", "0.667", "1"], ["bright", "3", "1", "1"]]
     got = []
     import utils.tasks.classify as cls_task
     real = cls_task.plot_classification_batch

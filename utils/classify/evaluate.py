@@ -14,12 +14,12 @@ def _device(model):
 
 @inference_mode()
 def evaluate_classifier(model, dataloader, compute_loss=None, prepare_images=None, verbose=False, names=None,
-                        first_batch=None, **_):
+                        first_batch=None, summary=False, **_):
     """((top1, top5, mean loss), per-class top-1 (nc,)). Batches of uint8 images are scaled to 0-1 and passed
     through prepare_images (the task's normalisation); float batches are taken as the network's input. The model
     is left in eval mode and fp32. first_batch(images as loaded, labels, predicted classes), numpy arrays, is
-    called with the first batch (the trainer's test_images.jpg). Extra keyword arguments (detection's thresholds)
-    are ignored."""
+    called with the first batch (the trainer's test_images.jpg). verbose prints the top-1/top-5 table of every
+    class, summary its 'all' row alone. Extra keyword arguments (detection's thresholds) are ignored."""
     model.float().eval()
     device = _device(model)
     logits, targets, loss = [], [], 0.0
@@ -42,10 +42,10 @@ def evaluate_classifier(model, dataloader, compute_loss=None, prepare_images=Non
     top1, top5 = (float(v) for v in acc.mean(0))
     nc = logits.shape[1]
     per_class = np.array([acc[targets == c, 0].mean() if (targets == c).any() else 0.0 for c in range(nc)])
-    if verbose:
+    if verbose or summary:
         names = names if names is not None else getattr(model, "names", None) or {}
         names = dict(enumerate(names)) if isinstance(names, (list, tuple)) else dict(names)
         LOGGER.info(f"{'Class':>24}{'Images':>12}{'top1_acc':>12}{'top5_acc':>12}")
-        for c, n, t1, t5 in accuracy_table(acc, targets, names):
+        for c, n, t1, t5 in accuracy_table(acc, targets, names)[:None if verbose else 1]:
             LOGGER.info(f"{c:>24}{n:>12}{t1:>12.3g}{t5:>12.3g}")
     return (top1, top5, loss), per_class

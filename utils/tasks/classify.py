@@ -38,7 +38,8 @@ def top1_fitness(results):
 def _validate(model, dataloader, data=None, compute_loss=None, verbose=False, plots=False, save_dir=None,
               plot_jobs=None, **_):
     """The trainer's validation in utils.evaluation.validate_model's call and return shape: ((top1, top5, loss),
-    per-class top-1, None); detection's options (thresholds) do not apply. plots: test_images.jpg in save_dir,
+    per-class top-1, None), the top-1/top-5 row printed; detection's options (thresholds) do not apply. plots (the
+    last epoch's validation): the table of every class, and test_images.jpg in save_dir,
     the first 25 validation images captioned true-predicted, as official classify/train.py draws it after the
     last epoch (drawn by plot_jobs, the run's plot helpers)."""
     first_batch = None
@@ -47,8 +48,10 @@ def _validate(model, dataloader, data=None, compute_loss=None, verbose=False, pl
         names = getattr(model, "names", None)
         first_batch = (lambda images, labels, pred: plot_jobs.submit(  # noqa: E731
             f.name, plot_classification_batch, images, labels, None, f, predictions=pred, names=names))
+    # each epoch's top-1/top-5 in one row; the last epoch's (plots), the run's final figures, class by class
     results, per_class = evaluate_classifier(model, dataloader, compute_loss=compute_loss,
-                                             prepare_images=normalize_images, verbose=verbose, first_batch=first_batch)
+                                             prepare_images=normalize_images, verbose=verbose or plots, summary=True,
+                                             first_batch=first_batch)
     return results, per_class, None
 
 
