@@ -115,9 +115,9 @@ def model_summary(model, img_size=640, verbose=False):
 
 def fuse_conv_and_bn(conv, bn):
     """A Conv2d with bias equal to conv followed by bn in eval mode: w' = w*g/s, b' = beta + (b - mean)*g/s.
-    The new conv is a copy of conv given the new weight and bias, not a freshly built one: building one draws its
-    random initial weights first (under OneFlow, whose CPU random draws are slow, that was 12 of the 13 s spent
-    fusing a 140 M-parameter model)."""
+    The new conv is a copy of conv given the new weight and bias, not a freshly built one, whose random initial
+    weights would be drawn only to be overwritten (fusing yolov5-p7, 144 M parameters: 0.91 -> 0.36 s under
+    PyTorch)."""
     fused = copy.deepcopy(conv).requires_grad_(False)
     with torch.no_grad():
         scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
