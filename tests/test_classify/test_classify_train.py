@@ -42,7 +42,7 @@ def test_detection_results_row_unchanged():
     assert DETECT.results_row([1, 2, 3], (4, 5, 6, 7, 8, 9, 10), [11, 12, 13], [0, 0, 0]) == list(range(1, 14))
 
 
-def test_final_validation_draws_test_images_of_the_first_batch(tmp_path):
+def test_final_validation_draws_test_images_of_the_first_batch(tmp_path, monkeypatch):
     """The last epoch's validation (plots=True) hands the first batch, its labels and the predicted classes to the
     plot helpers as test_images.jpg, captioned true-predicted as official; other validations draw nothing."""
     import cv2
@@ -60,44 +60,32 @@ def test_final_validation_draws_test_images_of_the_first_batch(tmp_path):
             m = x.mean((1, 2, 3)) * self.w
             return torch.stack([-m, m], 1)
 
-    class Jobs:
+    class Jobs:  # the run's plot helpers, drawing here and keeping what they were handed
         def __init__(self):
             self.calls = []
 
         def submit(self, what, fn, *args, **kwargs):
-            self.calls.append(what)
+            self.calls.append((what, args, kwargs))
             fn(*args, **kwargs)
 
     dark, bright = np.zeros((2, 3, 16, 16), np.uint8), np.full((2, 3, 16, 16), 250, np.uint8)
     batches = [(from_numpy(np.concatenate([dark, bright])), from_numpy(np.array([0, 0, 1, 0]))),
                (from_numpy(bright), from_numpy(np.array([1, 1])))]
-    jobs = Jobs()
     import utils.classify.evaluate as evaluate
     printed = []
-    real_info = evaluate.LOGGER.info
-    evaluate.LOGGER.info = printed.append
-    try:
-        results, _, _ = CLASSIFY.validate(Fixed(), batches, plots=False, save_dir=tmp_path, plot_jobs=jobs)
-        each_epoch = [line.split() for line in printed]
-        printed.clear()
-        CLASSIFY.validate(Fixed(), batches, plots=True, save_dir=tmp_path, plot_jobs=Jobs())
-        last_epoch = [line.split() for line in printed]
-    finally:
-        evaluate.LOGGER.info = real_info
+    monkeypatch.setattr(evaluate.LOGGER, "info", printed.append)
+    jobs = Jobs()
+    results, _, _ = CLASSIFY.validate(Fixed(), batches, plots=False, save_dir=tmp_path, plot_jobs=jobs)
+    each_epoch = [line.split() for line in printed]
     assert jobs.calls == [] and results[0] == pytest.approx(5 / 6)
+    printed.clear()
+    CLASSIFY.validate(Fixed(), batches, plots=True, save_dir=tmp_path, plot_jobs=jobs)
+    last_epoch = [line.split() for line in printed]
     # each epoch prints its top-1/top-5 row; the last one, the run's final figures, every class too
     assert each_epoch == [["Class", "Images", "top1_acc", "top5_acc"], ["all", "6", "0.833", "1"]]
     assert last_epoch == each_epoch + [["dark", "3", "0.667", "1"], ["bright", "3", "1", "1"]]
-    got = []
-    import utils.tasks.classify as cls_task
-    real = cls_task.plot_classification_batch
-    cls_task.plot_classification_batch = lambda *a, **k: (got.append((a, k)), real(*a, **k))
-    try:
-        CLASSIFY.validate(Fixed(), batches, plots=True, save_dir=tmp_path, plot_jobs=jobs)
-    finally:
-        cls_task.plot_classification_batch = real
-    assert jobs.calls == ["test_images.jpg"] and len(got) == 1
-    (images, labels, paths, f), kw = got[0]
+    assert [c[0] for c in jobs.calls] == ["test_images.jpg"]
+    (images, labels, paths, f), kw = jobs.calls[0][1:]
     assert images.shape == (4, 3, 16, 16) and list(labels) == [0, 0, 1, 0] and paths is None
     assert list(kw["predictions"]) == [0, 0, 1, 1] and kw["names"] == Fixed.names
     assert cv2.imread(str(tmp_path / "test_images.jpg")).shape[2] == 3
