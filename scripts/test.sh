@@ -40,16 +40,17 @@ for b in $backends; do
     wait "${pids[$i]}" || status=1
     i=$((i + 1))
 done
-passed=0; failed=0; skipped=0
+passed=0; failed=0; skipped=0; errors=0
 for b in $backends; do
     echo "=== tests under YOLO_BACKEND=$b ==="
     cat "$logs/$b.log"
-    line=$(grep -E "^(=+ )?[0-9]+ (passed|failed)" "$logs/$b.log" | tail -n 1)
-    for kind in passed failed skipped; do
+    line=$(grep -E "^(=+ )?[0-9]+ (passed|failed|errors?)" "$logs/$b.log" | tail -n 1)
+    for kind in passed failed skipped error; do  # pytest says "1 error" / "7 errors" (a fixture's setup or teardown)
         n=$(echo "$line" | grep -oE "[0-9]+ $kind" | grep -oE "[0-9]+" || true)
+        [ "$kind" = error ] && kind=errors
         eval "$kind=\$(( $kind + ${n:-0} ))"
     done
 done
 rm -rf "$logs"
-echo "total: $passed passed, $failed failed, $skipped skipped"
+echo "total: $passed passed, $failed failed, $errors errors, $skipped skipped"
 exit $status

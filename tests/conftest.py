@@ -20,6 +20,26 @@ if not (Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi")):
 SHARED = Path(os.environ.get("YOLO_SHARED_DIR", ROOT.parent / "shared"))
 
 
+def _run_folders():
+    """The run folders under the project's own runs/ (runs/<project>/<name>, as the scripts' defaults make them)."""
+    runs = ROOT / "runs"
+    if not runs.is_dir():
+        return set()
+    return {f"{p.name}/{q.name}" if q else p.name for p in runs.iterdir()
+            for q in ((list(p.iterdir()) or [None]) if p.is_dir() else [None])}
+
+
+@pytest.fixture(autouse=True)
+def _nothing_written_to_the_projects_runs():
+    """A test's outputs go to its tmp_path: a run folder left in the project's runs/ is written into the user's
+    checkout, and it also broke a concurrent test that checks nothing new appears in the project (make test runs the
+    two backends' suites side by side in one checkout). Fails the test that made it, naming the folder."""
+    before = _run_folders()
+    yield
+    added = sorted(_run_folders() - before)
+    assert not added, f"this test wrote into {ROOT / 'runs'}: {added}; pass project=tmp_path (or --project)"
+
+
 @pytest.fixture(scope="session")
 def root_dir():
     return ROOT

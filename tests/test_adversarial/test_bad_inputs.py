@@ -301,7 +301,8 @@ def test_val_on_empty_folder_says_val_once(tmp_path, yolov5n_pt):
     (tmp_path / "d.yaml").write_text(yaml.safe_dump({"path": str(tmp_path), "train": "images", "val": "images",
                                                      "names": names}))
     p = subprocess.run([sys.executable, "val.py", "--weights", str(yolov5n_pt), "--data", str(tmp_path / "d.yaml"),
-                        "--imgsz", "64", "--device", "cpu"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                        "--imgsz", "64", "--device", "cpu", "--project", str(tmp_path)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300,
                        env={**os.environ, "YOLO_QUIET": "1"})
     assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-2000:]
     last = p.stderr.strip().splitlines()[-1]

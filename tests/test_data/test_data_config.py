@@ -61,8 +61,10 @@ def test_entry_scripts_report_bad_input_in_one_line(tmp_path):
     bad.write_text("path: /nonexistent\ntrian: images\nval: images\nnames: [a]\n")
     env = {**os.environ, "YOLO_QUIET": "1", "PYTHONPATH": str(ROOT)}
     for cmd, expect in (
-            (["val.py", "--data", str(bad), "--weights", str(tmp_path / "none.pt")], "none.pt"),
-            (["val.py", "--data", str(bad), "--weights", str(bad)], "neither a checkpoint"),  # a foreign file
+            (["val.py", "--data", str(bad), "--weights", str(tmp_path / "none.pt"), "--project", str(tmp_path)],
+             "none.pt"),
+            (["val.py", "--data", str(bad), "--weights", str(bad), "--project", str(tmp_path)],
+             "neither a checkpoint"),  # a foreign file
             (["train.py", "--data", str(bad), "--cfg", "yolov5n.yaml", "--weights", "", "--project", str(tmp_path)],
              "'trian:': a misspelling")):
         p = subprocess.run([sys.executable, *cmd], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -139,7 +141,8 @@ def test_entry_scripts_refuse_python_tags_in_one_line(tmp_path):
                  "names: [a]\n")
     env = {**os.environ, "YOLO_QUIET": "1", "PYTHONPATH": str(ROOT)}
     for cmd in (["train.py", "--cfg", "yolov5n.yaml", "--weights", "", "--project", str(tmp_path)],
-                ["val.py", "--weights", str(ROOT.parent / "shared" / "weights" / "yolov5n.pt")]):
+                ["val.py", "--weights", str(ROOT.parent / "shared" / "weights" / "yolov5n.pt"), "--project",
+                 str(tmp_path)]):
         p = subprocess.run([sys.executable, *cmd, "--data", str(y), "--device", "cpu"], cwd=ROOT, env=env,
                            capture_output=True, text=True, timeout=300)
         assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]

@@ -315,7 +315,8 @@ def test_hubconf_returns_exported_seg_and_cls_models_unwrapped(exported, log_tex
 
 @torch_only  # OneFlow runs the same code (--pt-only needs no export), slower
 @pytest.mark.slow  # two validations
-def test_benchmarks_validate_segmentation_with_its_mask_map_and_name_classifiers(weights_dir, seg_yaml, tmp_path):
+def test_benchmarks_validate_segmentation_with_its_mask_map_and_name_classifiers(weights_dir, seg_yaml, tmp_path,
+                                                                                  monkeypatch):
     """benchmarks.py on a seg checkpoint runs segment/val.py (official): the .pt row's figure is the mask mAP50-95
     that segment/val.py gives on the same square images; a classifier is one line."""
     import importlib.util
@@ -325,6 +326,7 @@ def test_benchmarks_validate_segmentation_with_its_mask_map_and_name_classifiers
     spec = importlib.util.spec_from_file_location("benchmarks_script", ROOT / "benchmarks.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    monkeypatch.setattr(bench, "ROOT", tmp_path)  # its table and validations go to ROOT/runs/benchmarks
     table = bench.run(weights=weights_dir / f"{SEG}.pt", imgsz=SEG_IMG, data=seg_yaml, device="cpu", pt_only=True)
     results, _, _ = seg_val(data=str(seg_yaml), weights=str(weights_dir / f"{SEG}.pt"), imgsz=SEG_IMG, batch_size=1,
                             device="cpu", workers=1, plots=False, project=tmp_path, task="speed")
@@ -348,7 +350,8 @@ def test_cli_export_and_detection_val_one_line(exported, tmp_path):
     assert p.returncode == 0 and f"python segment/predict.py --weights {w.with_suffix('.onnx')}" in out, out[-3000:]
     assert f"python segment/val.py --weights {w.with_suffix('.onnx')}" in out
     p = subprocess.run([sys.executable, str(ROOT / "val.py"), "--weights", str(w.with_suffix(".onnx")), "--img",
-                        str(SEG_IMG)], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
+                        str(SEG_IMG), "--project", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True,
+                       env=env, timeout=600)
     lines = [ln for ln in p.stderr.splitlines() if ln.strip() and not ln.startswith("YOLOv5 backend:")]
     assert p.returncode == 1 and len(lines) == 1 and "run it with segment/val.py" in lines[0], p.stderr[-3000:]
 
