@@ -22,11 +22,13 @@ SHARED = Path(os.environ.get("YOLO_SHARED_DIR", ROOT.parent / "shared"))
 
 def _run_folders():
     """The run folders under the project's own runs/ (runs/<project>/<name>, as the scripts' defaults make them)."""
+    def names(d):
+        try:
+            return [e.name for e in os.scandir(d) if e.is_dir()]
+        except OSError:  # absent, or removed meanwhile by a run of the user's own
+            return []
     runs = ROOT / "runs"
-    if not runs.is_dir():
-        return set()
-    return {f"{p.name}/{q.name}" if q else p.name for p in runs.iterdir()
-            for q in ((list(p.iterdir()) or [None]) if p.is_dir() else [None])}
+    return {f"{p}/{q}" for p in names(runs) for q in names(runs / p)} | set(names(runs))
 
 
 @pytest.fixture(autouse=True)
