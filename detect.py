@@ -17,7 +17,6 @@ class x y w h, 1 Pascal-VOC class x1 y1 x2 y2, both normalized to 0-1), crops/ (
 The work is done in utils/inference/ (loader, steps, frame loop, outputs); for a Python call that returns boxes, see
 its Detector.
 """
-import argparse
 import sys
 from pathlib import Path
 
@@ -31,7 +30,7 @@ if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on
     signals.install("detect")
 
 from utils.backend import inference_mode  # noqa: E402
-from utils.cli_flags import add_predict_flags  # noqa: E402
+from utils.cli_flags import FlagParser, add_predict_flags  # noqa: E402
 from models.from_record import build_model  # noqa: E402
 from utils.checkpoint.training import strip_optimizer  # noqa: E402
 from utils.errors import UserError  # noqa: E402
@@ -99,7 +98,7 @@ def _strip_weights(w, is_checkpoint):
 
 
 def parse_opt(argv=None):
-    parser = argparse.ArgumentParser()
+    parser = FlagParser()
     add_predict_flags(parser, weights=ROOT / "yolov5s.pt", data=None, imgsz=640, project=ROOT / "runs/detect",
                       box_files=True, feature_maps=True, opencv_dnn=True)
     opt = parser.parse_args(argv)

@@ -30,7 +30,6 @@ official: a segmentation ONNX model has the outputs 'output0' (1, anchors, 5 + n
 (1, 32, h/4, w/4); a classifier's, 'output0' (1, nc). segment/val.py, segment/predict.py, classify/val.py and
 classify/predict.py run them.
 """
-import argparse
 import shutil
 import sys
 import time
@@ -44,6 +43,7 @@ if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
 from utils.backend import require_pytorch  # noqa: E402
+from utils.cli_flags import FlagParser, image_size, positive_int  # noqa: E402
 from utils.errors import UserError  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.export.formats import FORMATS, WRITTEN_HERE, format_name  # noqa: E402
@@ -230,11 +230,12 @@ def _export_with_converters(prepared, file, include, written, failed, int8, data
 
 
 def parse_opt(argv=None):
-    parser = argparse.ArgumentParser()
+    parser = FlagParser()
     parser.add_argument("--data", type=str, default=ROOT / "data/coco128.yaml", help="dataset.yaml path")
     parser.add_argument("--weights", nargs="+", type=str, default=ROOT / "yolov5s.pt", help="model.pt path(s)")
-    parser.add_argument("--imgsz", "--img", "--img-size", nargs="+", type=int, default=[640, 640], help="image (h, w)")
-    parser.add_argument("--batch-size", type=int, default=1, help="batch size")
+    parser.add_argument("--imgsz", "--img", "--img-size", nargs="+", type=image_size, default=[640, 640],
+                        help="image (h, w)")
+    parser.add_argument("--batch-size", type=positive_int, default=1, help="batch size")
     parser.add_argument("--device", default="cpu", help="cuda device, i.e. 0 or 0,1,2,3 or cpu")
     parser.add_argument("--half", action="store_true", help="FP16 half-precision export")
     parser.add_argument("--inplace", action="store_true", help="set YOLOv5 Detect() inplace=True")

@@ -12,7 +12,6 @@ This file parses flags, resolves resume/evolve, reads who this process is (utils
 picks its device and hands over to the engine (utils/engine/:
 build_training() makes the parts, TrainLoop runs them with its hooks).
 """
-import argparse
 import functools
 import sys
 from pathlib import Path
@@ -27,7 +26,8 @@ if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on
     signals.install("train")
 
 from utils.checkpoint.run_options import CONSENT_OPTIONS, without_consent  # noqa: E402
-from utils.cli_flags import run_from_defaults  # noqa: E402
+from utils.cli_flags import (FlagParser, add_cache_flag, image_size, nonnegative_int, positive_int,  # noqa: E402
+                             run_from_defaults, train_batch_size)
 from utils.distributed import DistContext, process_group  # noqa: E402
 from utils.distributed.launch import training_device  # noqa: E402
 from utils.engine.errors import TrainingError  # noqa: E402
@@ -45,14 +45,16 @@ from utils.paths import RunDirError, increment_path  # noqa: E402
 
 def make_parser():
     """train.py's flags (segment/train.py adds its own to these)."""
-    parser = argparse.ArgumentParser()
+    parser = FlagParser()
     parser.add_argument("--weights", type=str, default=str(ROOT / "yolov5s.pt"), help="initial weights path")
     parser.add_argument("--cfg", type=str, default="", help="model.yaml path")
     parser.add_argument("--data", type=str, default=str(ROOT / "data/coco128.yaml"), help="dataset.yaml path")
     parser.add_argument("--hyp", type=str, default=str(ROOT / "data/hyps/hyp.scratch-low.yaml"), help="hyperparameters path")
-    parser.add_argument("--epochs", type=int, default=100, help="total training epochs")
-    parser.add_argument("--batch-size", type=int, default=16, help="total batch size for all GPUs, -1 for autobatch")
-    parser.add_argument("--imgsz", "--img", "--img-size", type=int, default=640, help="train, val image size (pixels)")
+    parser.add_argument("--epochs", type=positive_int, default=100, help="total training epochs")
+    parser.add_argument("--batch-size", type=train_batch_size, default=16,
+                        help="total batch size for all GPUs, -1 for autobatch")
+    parser.add_argument("--imgsz", "--img", "--img-size", type=image_size, default=640,
+                        help="train, val image size (pixels)")
     parser.add_argument("--rect", action="store_true", help="rectangular training")
     parser.add_argument("--resume", nargs="?", const=True, default=False, help="resume most recent training")
     parser.add_argument("--nosave", action="store_true", help="only save final checkpoint")
@@ -64,14 +66,15 @@ def make_parser():
                         help="location for loading population")
     parser.add_argument("--resume_evolve", type=str, default=None, help="resume evolve from last generation")
     parser.add_argument("--bucket", type=str, default="", help="gsutil bucket")
-    parser.add_argument("--cache", type=str, nargs="?", const="ram", help="image --cache ram/disk")
+    add_cache_flag(parser, "image --cache ram/disk")
     parser.add_argument("--image-weights", action="store_true", help="use weighted image selection for training")
     parser.add_argument("--device", default="", help="cuda device, i.e. 0 or 0,1,2,3 or cpu")
     parser.add_argument("--multi-scale", action="store_true", help="vary img-size +/- 50%%")
     parser.add_argument("--single-cls", action="store_true", help="train multi-class data as single-class")
     parser.add_argument("--optimizer", type=str, choices=["SGD", "Adam", "AdamW"], default="SGD", help="optimizer")
     parser.add_argument("--sync-bn", action="store_true", help="use SyncBatchNorm, only available in DDP mode")
-    parser.add_argument("--workers", type=int, default=8, help="max dataloader workers (per RANK in DDP mode)")
+    parser.add_argument("--workers", type=nonnegative_int, default=8,
+                        help="max dataloader workers (per RANK in DDP mode)")
     parser.add_argument("--project", default=str(ROOT / "runs/train"), help="save to project/name")
     parser.add_argument("--name", default="exp", help="save to project/name")
     parser.add_argument("--exist-ok", action="store_true", help="existing project/name ok, do not increment")

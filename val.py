@@ -13,7 +13,6 @@ The work is done in utils/evaluation/ (DetectionEvaluator, run_validation; train
 utils/inference/ (the model loader). run(model=..., dataloader=...) still validates an in-memory model as the
 ultralytics trainer calls it.
 """
-import argparse
 import sys
 from pathlib import Path
 
@@ -27,7 +26,7 @@ if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on
     signals.install("val")
 
 from utils.backend import inference_mode, select_device  # noqa: E402
-from utils.cli_flags import add_val_flags  # noqa: E402
+from utils.cli_flags import FlagParser, add_val_flags  # noqa: E402
 from utils.data.loader import create_dataloader  # noqa: E402
 from utils.dataset_config import check_dataset  # noqa: E402
 from utils.errors import UserError  # noqa: E402
@@ -103,7 +102,7 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
 
 
 def parse_opt(argv=None):
-    parser = argparse.ArgumentParser()
+    parser = FlagParser()
     add_val_flags(parser, data=ROOT / "data/coco128.yaml", weights=ROOT / "yolov5s.pt", project=ROOT / "runs/val")
     parser.add_argument("--allow-download-scripts", action="store_true",
                         help="let the data YAML's shell/Python 'download:' run (as YOLO_ALLOW_DOWNLOAD_SCRIPTS=1)")

@@ -6,7 +6,6 @@ Usage:
 Each image's top-5 classes and probabilities are printed, written on the saved image (runs/predict-cls/exp*) and,
 with --save-txt, to labels/<image>.txt ("0.93 person" lines).
 """
-import argparse
 import sys
 from functools import partial
 from pathlib import Path
@@ -23,7 +22,7 @@ if __name__ == "__main__":
 import numpy as np  # noqa: E402
 
 from utils.backend import from_numpy, inference_mode, to_numpy  # noqa: E402
-from utils.cli_flags import add_predict_flags  # noqa: E402
+from utils.cli_flags import FlagParser, add_predict_flags  # noqa: E402
 from utils.classify.dataset import classify_transform  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.log import LOGGER, colorstr  # noqa: E402
@@ -125,7 +124,7 @@ def run(weights=ROOT / "yolov5s-cls.pt", source=ROOT / "data/images", data=ROOT 
 
 
 def parse_opt(argv=None):
-    parser = argparse.ArgumentParser()
+    parser = FlagParser()
     add_predict_flags(parser, weights=ROOT / "yolov5s-cls.pt", data=ROOT / "data/coco128.yaml", imgsz=224,
                       project=ROOT / "runs/predict-cls", boxes=False, tta=False)
     opt = parser.parse_args(argv)

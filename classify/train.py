@@ -18,7 +18,6 @@ classifier, as official) or, beyond official, a detection model YAML (the same c
 This file parses flags and resolves --resume; the engine (utils/engine/: classify_build.py makes the parts,
 TrainLoop runs them with its hooks) trains the CLASSIFY task (utils/tasks/classify.py).
 """
-import argparse
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -33,7 +32,8 @@ if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on
     signals.install("train")
 
 from utils.checkpoint.run_options import CONSENT_OPTIONS, without_consent  # noqa: E402
-from utils.cli_flags import run_from_defaults  # noqa: E402
+from utils.cli_flags import (FlagParser, add_cache_flag, add_workers_flag, image_size, positive_int,  # noqa: E402
+                             run_from_defaults)
 from utils.distributed import DistContext, process_group  # noqa: E402
 from utils.distributed.launch import training_device  # noqa: E402
 from utils.engine.classify_build import build_classification_training, check_model_arg, dataset_splits  # noqa: E402
@@ -51,16 +51,17 @@ OPTIMIZERS = ("SGD", "Adam", "AdamW", "RMSProp")
 
 
 def parse_opt(known=False, args=None):
-    parser = argparse.ArgumentParser()
+    parser = FlagParser()
     parser.add_argument("--model", type=str, default="yolov5s-cls.pt", help="initial weights path")
     parser.add_argument("--data", type=str, default="imagenette160", help="cifar10, cifar100, mnist, imagenet, ...")
-    parser.add_argument("--epochs", type=int, default=10, help="total training epochs")
-    parser.add_argument("--batch-size", type=int, default=64, help="total batch size for all GPUs")
-    parser.add_argument("--imgsz", "--img", "--img-size", type=int, default=224, help="train, val image size (pixels)")
+    parser.add_argument("--epochs", type=positive_int, default=10, help="total training epochs")
+    parser.add_argument("--batch-size", type=positive_int, default=64, help="total batch size for all GPUs")
+    parser.add_argument("--imgsz", "--img", "--img-size", type=image_size, default=224,
+                        help="train, val image size (pixels)")
     parser.add_argument("--nosave", action="store_true", help="only save final checkpoint")
-    parser.add_argument("--cache", type=str, nargs="?", const="ram", help='--cache images in "ram" (default) or "disk"')
+    add_cache_flag(parser, '--cache images in "ram" (default) or "disk"')
     parser.add_argument("--device", default="", help="cuda device, i.e. 0 or 0,1,2,3 or cpu")
-    parser.add_argument("--workers", type=int, default=8, help="max dataloader workers (per RANK in DDP mode)")
+    add_workers_flag(parser)
     parser.add_argument("--project", default=str(ROOT / "runs/train-cls"), help="save to project/name")
     parser.add_argument("--name", default="exp", help="save to project/name")
     parser.add_argument("--exist-ok", action="store_true", help="existing project/name ok, do not increment")

@@ -6,7 +6,6 @@ Usage:
 
 --data is the dataset folder; its test/ split is used when present, else val/.
 """
-import argparse
 import sys
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import numpy as np  # noqa: E402
 from utils.backend import inference_mode, select_device, to_numpy  # noqa: E402
 from utils.classify.dataset import ClassificationDataError, create_classification_dataloader  # noqa: E402
 from utils.classify.metrics import accuracy_table, topk_correct  # noqa: E402
+from utils.cli_flags import FlagParser, add_workers_flag, image_size, positive_int  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.evaluation.runner import model_device  # noqa: E402
 from utils.log import LOGGER, colorstr  # noqa: E402
@@ -107,13 +107,13 @@ def run(data=ROOT / "../datasets/mnist", weights=ROOT / "yolov5s-cls.pt", batch_
 
 
 def parse_opt(argv=None):
-    parser = argparse.ArgumentParser()
+    parser = FlagParser()
     parser.add_argument("--data", type=str, default=ROOT / "../datasets/mnist", help="dataset path")
     parser.add_argument("--weights", nargs="+", type=str, default=ROOT / "yolov5s-cls.pt", help="model.pt path(s)")
-    parser.add_argument("--batch-size", type=int, default=128, help="batch size")
-    parser.add_argument("--imgsz", "--img", "--img-size", type=int, default=224, help="inference size (pixels)")
+    parser.add_argument("--batch-size", type=positive_int, default=128, help="batch size")
+    parser.add_argument("--imgsz", "--img", "--img-size", type=image_size, default=224, help="inference size (pixels)")
     parser.add_argument("--device", default="", help="cuda device, i.e. 0 or 0,1,2,3 or cpu")
-    parser.add_argument("--workers", type=int, default=8, help="max dataloader workers (per RANK in DDP mode)")
+    add_workers_flag(parser)
     parser.add_argument("--verbose", nargs="?", const=True, default=True, help="verbose output")
     parser.add_argument("--project", default=ROOT / "runs/val-cls", help="save to project/name")
     parser.add_argument("--name", default="exp", help="save to project/name")

@@ -7,7 +7,6 @@ Outputs go to runs/predict-seg/exp*: images/videos with masks and boxes drawn, l
 line per instance: class and its polygon x1 y1 x2 y2 ... normalized to 0-1, [conf] with --save-conf).
 --retina-masks computes the masks at the original image size (sharper, slower).
 """
-import argparse
 import sys
 from pathlib import Path
 
@@ -23,7 +22,7 @@ if __name__ == "__main__":
 import numpy as np  # noqa: E402
 
 from utils.backend import inference_mode, to_numpy  # noqa: E402
-from utils.cli_flags import add_predict_flags  # noqa: E402
+from utils.cli_flags import FlagParser, add_predict_flags  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.boxes import scale_boxes  # noqa: E402
 from utils.log import LOGGER, colorstr  # noqa: E402
@@ -139,7 +138,7 @@ def run(weights=ROOT / "yolov5s-seg.pt", source=ROOT / "data/images", data=ROOT 
 
 
 def parse_opt(argv=None):
-    parser = argparse.ArgumentParser()
+    parser = FlagParser()
     add_predict_flags(parser, weights=ROOT / "yolov5s-seg.pt", data=ROOT / "data/coco128.yaml", imgsz=640,
                       project=ROOT / "runs/predict-seg")
     parser.add_argument("--retina-masks", action="store_true", help="whether to plot masks in native resolution")

@@ -12,7 +12,6 @@ Differences from the official script: NMS has no time limit here (the official 0
 batches of a weak model on a busy CPU, so its figures follow the machine load); --save-json reads the COCO
 annotations from the data YAML's path (<path>/annotations/instances_val2017.json; official: ../datasets/coco/...).
 """
-import argparse
 import sys
 from pathlib import Path
 
@@ -27,7 +26,7 @@ if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on
 
 import models.tasks  # noqa: E402,F401  (registers Segment for the model YAMLs)
 from utils.backend import inference_mode, select_device  # noqa: E402
-from utils.cli_flags import add_val_flags  # noqa: E402
+from utils.cli_flags import FlagParser, add_val_flags  # noqa: E402
 from utils.errors import UserError  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.evaluation.runner import model_names, speed_or_study  # noqa: E402
@@ -115,7 +114,7 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
 
 
 def parse_opt(argv=None):
-    parser = argparse.ArgumentParser()
+    parser = FlagParser()
     add_val_flags(parser, data=ROOT / "data/coco128-seg.yaml", weights=ROOT / "yolov5s-seg.pt",
                   project=ROOT / "runs/val-seg", project_help="save results to project/name")
     opt = parser.parse_args(argv)

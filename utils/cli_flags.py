@@ -7,24 +7,83 @@ script only accepts for compatibility). A script's post-processing of its option
 --save-txt, one --imgsz doubled) stays in its parse_opt.
 
 argparse only: an entry script's --help must not wait for a framework import.
+
+Numbers are checked where they are parsed (image_size, positive_int, nonnegative_int, train_batch_size), and the
+scripts' parsers are FlagParser: a bad value is one line naming the flag and what it takes, exit status 2, before
+anything runs (official argparse types let --img 0 or --workers -1 through to a traceback deep in the run).
 """
+import argparse
+
 from utils.paths import ROOT
 
+MAX_IMAGE_SIZE = 16384  # pixels per side: one 16384 x 16384 RGB image is 805 MB before any batch is made
+CACHE_CHOICES = ("ram", "disk")  # --cache alone means ram; official compares the exact words
 ACCEPTED_ONLY = "accepted for compatibility; ignored"  # official flags a script takes but does not act on
 _TO_FOLDER = "save to project/name"
 _RESULTS_TO_FOLDER = "save results to project/name"
+
+
+class FlagParser(argparse.ArgumentParser):
+    """argparse's parser with a one-line error: 'train.py: error: argument --img: ... (--help lists the flags)' and
+    exit status 2, instead of the usage block (dozens of lines for train.py) followed by the error."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _whole_number(text):
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def _at_least(low, what, name):
+    def parse(text):
+        n = _whole_number(text)
+        if n < low:
+            raise argparse.ArgumentTypeError(f"{n} is not {what}: give a whole number >= {low}")
+        return n
+    parse.__name__ = parse.__qualname__ = name
+    return parse
+
+
+positive_int = _at_least(1, "a positive count", "positive_int")  # --epochs, --vid-stride, an inference --batch-size
+nonnegative_int = _at_least(0, "a count", "nonnegative_int")  # --workers: 0 loads in the main process
+
+
+def image_size(text):
+    """--imgsz: whole pixels from 1 (rounded up to a multiple of the model's stride, as official) to MAX_IMAGE_SIZE."""
+    n = _whole_number(text)
+    if not 1 <= n <= MAX_IMAGE_SIZE:
+        raise argparse.ArgumentTypeError(f"{n} is not an image size: give pixels from 1 to {MAX_IMAGE_SIZE} (rounded "
+                                         "up to a multiple of the model's stride)")
+    return n
+
+
+def train_batch_size(text):
+    """train.py's --batch-size: the total batch, >= 1, or -1 for AutoBatch (official)."""
+    n = _whole_number(text)
+    if n < 1 and n != -1:
+        raise argparse.ArgumentTypeError(f"{n} is not a batch size: give a whole number >= 1, or -1 for AutoBatch")
+    return n
+
+
+def add_cache_flag(parser, help_text):
+    """--cache, --cache ram, --cache disk: only these (a typo such as 'Disk' used to cache in RAM unchecked)."""
+    parser.add_argument("--cache", type=str, nargs="?", const="ram", choices=CACHE_CHOICES, help=help_text)
 
 
 def add_val_flags(parser, data, weights, project, project_help=_TO_FOLDER):
     """val.py's and segment/val.py's flags (val.py adds --allow-download-scripts after them)."""
     parser.add_argument("--data", type=str, default=data, help="dataset.yaml path")
     parser.add_argument("--weights", nargs="+", type=str, default=weights, help="model path(s)")
-    parser.add_argument("--batch-size", type=int, default=32, help="batch size")
-    parser.add_argument("--imgsz", "--img", "--img-size", type=int, default=640, help="inference size (pixels)")
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="batch size")
+    parser.add_argument("--imgsz", "--img", "--img-size", type=image_size, default=640, help="inference size (pixels)")
     _add_nms_flags(parser, conf_thres=0.001, iou_thres=0.6, max_det=300)
     parser.add_argument("--task", default="val", help="train, val, test, speed or study")
     add_device_flag(parser)
-    parser.add_argument("--workers", type=int, default=8, help="max dataloader workers (per RANK in DDP mode)")
+    add_workers_flag(parser)
     _add_switches(parser, ("--single-cls", "treat as single-class dataset"), ("--augment", "augmented inference"),
                   ("--verbose", "report mAP by class"), ("--save-txt", "save results to *.txt"),
                   ("--save-hybrid", "save label+prediction hybrid results to *.txt"),
@@ -44,7 +103,7 @@ def add_predict_flags(parser, weights, data, imgsz, project, boxes=True, box_fil
     parser.add_argument("--source", type=str, default=ROOT / "data/images",
                         help="file/dir/glob/.txt list/video/URL/.streams/0 (camera)")
     parser.add_argument("--data", type=str, default=data, help="(optional) dataset.yaml path")
-    parser.add_argument("--imgsz", "--img", "--img-size", nargs="+", type=int, default=[imgsz],
+    parser.add_argument("--imgsz", "--img", "--img-size", nargs="+", type=image_size, default=[imgsz],
                         help="inference size h,w")
     if boxes:
         _add_nms_flags(parser, conf_thres=0.25, iou_thres=0.45, max_det=1000)
@@ -73,11 +132,16 @@ def add_predict_flags(parser, weights, data, imgsz, project, boxes=True, box_fil
         parser.add_argument("--hide-labels", default=False, action="store_true", help="hide labels")
         parser.add_argument("--hide-conf", default=False, action="store_true", help="hide confidences")
     _add_precision_flags(parser, dnn_help="use OpenCV DNN for ONNX inference" if opencv_dnn else ACCEPTED_ONLY)
-    parser.add_argument("--vid-stride", type=int, default=1, help="video frame-rate stride")
+    parser.add_argument("--vid-stride", type=positive_int, default=1, help="video frame-rate stride")
 
 
 def add_device_flag(parser):
     parser.add_argument("--device", default="", help="cuda device, i.e. 0 or 0,1,2,3 or cpu")
+
+
+def add_workers_flag(parser):
+    parser.add_argument("--workers", type=nonnegative_int, default=8,
+                        help="max dataloader workers (per RANK in DDP mode)")
 
 
 def add_run_folder_flags(parser, project, project_help=_TO_FOLDER, name_help=_TO_FOLDER):

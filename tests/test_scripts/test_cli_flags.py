@@ -9,6 +9,10 @@ segment/train.py, classify/train.py; the train scripts hold their paths as str),
 differences kept as they were: detect.py --data None, the --allow-download-scripts consent flag, the speed-up flags,
 --amp/--no-amp, classify/train.py's --resume and --local-rank alias, and the help texts of flags accepted for
 compatibility only. A table that repeats another's says so and lists what differs.
+
+Since then, the counts and sizes take checked types (utils/cli_flags.py: image_size, positive_int, nonnegative_int)
+where the recording had int: the same values for every valid input, one line for 0, negative or absurd ones
+(tests/test_scripts/test_one_line_errors.py).
 """
 import argparse
 import copy
@@ -16,6 +20,8 @@ import importlib
 from pathlib import Path
 
 import pytest
+
+from utils.cli_flags import image_size, nonnegative_int, positive_int
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,14 +49,14 @@ SHARED_FOLDER = [  # --name/--exist-ok after --project in every script
     flag("--exist-ok", **TRUE, help="existing project/name ok, do not increment"),
 ]
 SHARED_DEVICE = flag("--device", default="", help="cuda device, i.e. 0 or 0,1,2,3 or cpu")
-SHARED_WORKERS = flag("--workers", type=int, default=8, help="max dataloader workers (per RANK in DDP mode)")
+SHARED_WORKERS = flag("--workers", type=nonnegative_int, default=8, help="max dataloader workers (per RANK in DDP mode)")
 SHARED_HALF = flag("--half", **TRUE, help="use FP16 half-precision inference")
 
 VAL = [
     flag("--data", type=str, default=ROOT / "data/coco128.yaml", help="dataset.yaml path"),
     flag("--weights", nargs="+", type=str, default=ROOT / "yolov5s.pt", help="model path(s)"),
-    flag("--batch-size", type=int, default=32, help="batch size"),
-    flag("--imgsz", "--img", "--img-size", type=int, default=640, help="inference size (pixels)"),
+    flag("--batch-size", type=positive_int, default=32, help="batch size"),
+    flag("--imgsz", "--img", "--img-size", type=image_size, default=640, help="inference size (pixels)"),
     flag("--conf-thres", type=float, default=0.001, help="confidence threshold"),
     flag("--iou-thres", type=float, default=0.6, help="NMS IoU threshold"),
     flag("--max-det", type=int, default=300, help="maximum detections per image"),
@@ -76,8 +82,8 @@ SEGMENT_VAL = edited(VAL, drop=("--allow-download-scripts",), data=dict(default=
 CLASSIFY_VAL = [
     flag("--data", type=str, default=ROOT / "../datasets/mnist", help="dataset path"),
     flag("--weights", nargs="+", type=str, default=ROOT / "yolov5s-cls.pt", help="model.pt path(s)"),
-    flag("--batch-size", type=int, default=128, help="batch size"),
-    flag("--imgsz", "--img", "--img-size", type=int, default=224, help="inference size (pixels)"),
+    flag("--batch-size", type=positive_int, default=128, help="batch size"),
+    flag("--imgsz", "--img", "--img-size", type=image_size, default=224, help="inference size (pixels)"),
     SHARED_DEVICE, SHARED_WORKERS,
     flag("--verbose", nargs="?", const=True, default=True, help="verbose output"),
     flag("--project", default=ROOT / "runs/val-cls", help="save to project/name"),
@@ -90,7 +96,7 @@ DETECT = [
     flag("--source", type=str, default=ROOT / "data/images",
          help="file/dir/glob/.txt list/video/URL/.streams/0 (camera)"),
     flag("--data", type=str, default=None, help="(optional) dataset.yaml path"),
-    flag("--imgsz", "--img", "--img-size", nargs="+", type=int, default=[640], help="inference size h,w"),
+    flag("--imgsz", "--img", "--img-size", nargs="+", type=image_size, default=[640], help="inference size h,w"),
     flag("--conf-thres", type=float, default=0.25, help="confidence threshold"),
     flag("--iou-thres", type=float, default=0.45, help="NMS IoU threshold"),
     flag("--max-det", type=int, default=1000, help="maximum detections per image"),
@@ -116,7 +122,7 @@ DETECT = [
     flag("--hide-conf", default=False, **TRUE, help="hide confidences"),
     SHARED_HALF,
     flag("--dnn", **TRUE, help="use OpenCV DNN for ONNX inference"),
-    flag("--vid-stride", type=int, default=1, help="video frame-rate stride"),
+    flag("--vid-stride", type=positive_int, default=1, help="video frame-rate stride"),
 ]
 # segment/predict.py: detect.py's flags without --save-format/--save-csv, --visualize and --dnn only accepted, and
 # --retina-masks last
