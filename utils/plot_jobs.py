@@ -13,12 +13,14 @@ forked later from a multi-gigabyte training process makes the parent copy every 
 lives), and they import matplotlib themselves. Drawings get host data only (numpy arrays, numbers, paths; the
 caller converts tensors first) and never call the framework. Without fork (Windows) or with YOLO_PLOT_PROCESSES=0
 each drawing happens inline when submitted, as the official code draws. A drawing that fails is one warning, never a
-failed run.
+failed run. A helper ends with the process that started it, however that one ends (SIGKILL included: see
+utils/child_processes.py); before, a helper blocked on its own queue outlived a killed trainer for good.
 """
 import multiprocessing
 import os
 import pickle
 
+from utils.child_processes import ParentLink
 from utils.log import LOGGER
 from utils.plots import pyplot
 from utils.settings import PLOT_PROCESSES
@@ -38,9 +40,13 @@ def inline(what, fn, *args, **kwargs):
         LOGGER.warning(f"WARNING ⚠️ {what} not plotted: {e}")
 
 
-def _serve(jobs, answers, warm_matplotlib=True):
+def _serve(jobs, answers, warm_matplotlib=True, parent=None):
     """A helper: draw each (what, fn, args, kwargs) received, answer (what, error or ''), stop at None.
-    warm_matplotlib: import it first, while the run is busy elsewhere (else the first drawing that needs it does)."""
+    warm_matplotlib: import it first, while the run is busy elsewhere (else the first drawing that needs it does).
+    parent: the ParentLink made before the fork; the helper dies with that process. (The queue cannot tell: the
+    helper holds the queue's write end itself, so its reads never see an end of file.)"""
+    if parent is not None:
+        parent.hold()
     if warm_matplotlib:
         try:
             pyplot()  # matplotlib with the Agg backend, once
@@ -70,7 +76,7 @@ class _Helper:
         ctx = multiprocessing.get_context("fork")
         self.jobs = ctx.Queue()
         self.conn, child = ctx.Pipe(duplex=False)
-        self.process = ctx.Process(target=_serve, args=(self.jobs, child, warm_matplotlib), daemon=True)
+        self.process = ctx.Process(target=_serve, args=(self.jobs, child, warm_matplotlib, ParentLink()), daemon=True)
         self.process.start()
         child.close()
         self.pending = []  # what, in the order handed over
