@@ -192,11 +192,10 @@ class LoadImagesAndLabels(MosaicMixin, torch.utils.data.Dataset):
         """The cheapest decoded image for a warp whose largest linear scale from the ORIGINAL image is max_scale:
         a cached resized image when there is one, else the file decoded at 1/2, 1/4 or 1/8 when the warp
         shrinks that much anyway (libjpeg's DCT scaling, no quality lost at the output size)."""
-        im = self.ims[i]
-        if im is None and self.npy_files[i] is not None and os.path.exists(self.npy_files[i]):
-            im = np.load(self.npy_files[i])
-        if im is not None:
-            return im
+        if self.ims[i] is not None or self.npy_files[i] is not None:
+            # a cached image: load_image is the one reader of caches (a damaged .npy is checked, named in one
+            # warning, decoded again from the image and rewritten there), never np.load here
+            return self.load_image(i)[0]
         f = self.im_files[i]
         reduce = 1
         if f.lower().endswith((".jpg", ".jpeg")):

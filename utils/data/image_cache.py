@@ -1,14 +1,16 @@
 """--cache ram / --cache disk: decoded images at the training size, kept in memory or as .npy files, so an epoch
 reads no JPEG. Disk caches sit beside the images (or in a per-user folder when the images are read-only) and are
 named after the image's mtime and size, so an edited image is never served from a stale file."""
+import glob
 import hashlib
 import os
+import re
 from multiprocessing.pool import ThreadPool
 from pathlib import Path
 
 import numpy as np
 
-from utils.atomic_files import remove_stale_temp_files, write_atomically
+from utils.atomic_files import TEMP_MARK, is_stale_temp_file, write_atomically
 from utils.data.files import NUM_THREADS, WARN, is_writeable
 from utils.log import LOGGER
 from utils.memory_limits import memory_available
@@ -29,6 +31,11 @@ def disk_cache_dir(im_dir):
     return base / "npy" / hashlib.sha1(str(im_dir.resolve()).encode()).hexdigest()[:16]
 
 
+# The one name shape of a --cache disk file: <image stem>.<img_size>.<10 hex digits of key>.npy. Clean-up deletes
+# only names of exactly this shape (a user's 0001.depth.npy or 0001.npy beside 0001.jpg is never touched).
+_NPY_NAME = r"\.\d+\.[0-9a-f]{10}\.npy"
+
+
 def npy_path(im_file, img_size):
     """The .npy for one image at one training size. The name carries the image's mtime and size, so an edited
     image gets a new cache file and the old one is never read again."""
@@ -36,6 +43,32 @@ def npy_path(im_file, img_size):
     key = hashlib.sha1(f"{st.st_mtime_ns}-{st.st_size}-{img_size}".encode()).hexdigest()[:10]
     p = Path(im_file)
     return disk_cache_dir(p.parent) / f"{p.stem}.{img_size}.{key}.npy"
+
+
+def is_cache_file_of(name, stem):
+    """Whether file name `name` is a --cache disk file this project wrote for an image named <stem>.<ext>."""
+    return re.fullmatch(re.escape(stem) + _NPY_NAME, name) is not None
+
+
+def remove_old_cache_files(npy, stem):
+    """The cache files of image <stem>.* at other sizes or of earlier versions of it (names of this module's exact
+    shape only) beside npy, which is about to be written."""
+    for old in Path(npy).parent.glob(f"{glob.escape(stem)}.*.npy"):
+        if old.name != Path(npy).name and is_cache_file_of(old.name, stem):
+            old.unlink(missing_ok=True)
+
+
+def remove_stale_cache_temp_files(folder):
+    """What interrupted writes of cache files left in folder: this project's temporary names (utils.atomic_files)
+    of a .npy cache name, their writer gone; any other file is left alone."""
+    try:
+        names = [f for f in Path(folder).iterdir() if TEMP_MARK in f.name]
+    except OSError:
+        return
+    for f in names:
+        final = f.name.split(f".{TEMP_MARK}")[0].rsplit(".", 2)[0]  # <npy name>.<host>.<pid>.yolo-partial.npy
+        if re.fullmatch(r".+" + _NPY_NAME, final) and is_stale_temp_file(f):
+            f.unlink(missing_ok=True)
 
 
 def ram_cache_fits(nbytes, safety_margin=0.1, prefix=""):
@@ -67,10 +100,9 @@ def fill_image_cache(dataset, kind):
                 f.parent.mkdir(parents=True, exist_ok=True)
                 if f.parent not in folders:  # once per folder: what interrupted writes left there
                     folders.add(f.parent)
-                    remove_stale_temp_files(f.parent, "")
+                    remove_stale_cache_temp_files(f.parent)
                 im = dataset.load_image(i)[0]
-                for old in f.parent.glob(f"{Path(dataset.im_files[i]).stem}.*.npy"):  # stale sizes/versions
-                    old.unlink(missing_ok=True)
+                remove_old_cache_files(f, Path(dataset.im_files[i]).stem)  # other sizes, earlier image versions
                 write_atomically(f, lambda fh: np.save(fh, im))
             dataset.npy_files[i] = str(f)
             return os.path.getsize(f)

@@ -56,32 +56,85 @@ def _check_jpeg_end(im_file, prefix):
         return f"{prefix}{WARN} {im_file}: corrupt JPEG (no end marker), could not restore ({e}); using it"
 
 
-def _read_label_file(lb_file, im_file, prefix):
-    """(labels (n, 5) float32, segments, nf, ne, msg) of one label file (the caller counts it missing)."""
-    segments, msg = [], ""
+def _box_corners(x, y, w, h):
+    """The 4-corner polygon (clockwise from top left) of a normalized xywh box."""
+    return np.array([[x - w / 2, y - h / 2], [x + w / 2, y - h / 2], [x + w / 2, y + h / 2], [x - w / 2, y + h / 2]],
+                    dtype=np.float32)
+
+
+def _parse_rows(rows):
+    """(labels (n, 5), segments [(k, 2)] or [] for a box file, number of box rows in a polygon file), float32, read
+    row by row. As the official reader, a file with any row of more than 6 values is a polygon file (class x1 y1 x2
+    y2 ...) whose boxes are the polygons' bounding boxes. Unlike it, a 5-value row there is a box: it keeps its box
+    and its polygon is its rectangle, not a 2-point polygon that takes the width and height for a second point."""
+    values = [np.array(row, dtype=np.float32) for row in rows]
+    if not any(len(v) > 6 for v in values):  # boxes: class x y w h
+        for j, v in enumerate(values, 1):
+            assert len(v) == 5, f"labels require 5 columns, {len(v)} columns detected (line {j})"
+        return np.array(values, dtype=np.float32).reshape(-1, 5), [], 0
+    for j, v in enumerate(values, 1):  # 3 values (one point) pass here and are dropped as degenerate
+        assert len(v) % 2 and len(v) >= 3, \
+            f"a polygon row is a class and x y pairs, line {j} has {len(v) - 1} coordinates"
+    is_box = [len(v) == 5 for v in values]
+    segments = [_box_corners(*v[1:]) if box else v[1:].reshape(-1, 2) for v, box in zip(values, is_box)]
+    lb = np.concatenate((np.array([v[0] for v in values]).reshape(-1, 1), segments2boxes(segments)), 1)
+    lb = lb.astype(np.float32)
+    for j, (v, box) in enumerate(zip(values, is_box)):
+        if box:
+            lb[j] = v  # the box as written (its rectangle's bounding box is the same up to rounding)
+    return lb, segments, sum(is_box)
+
+
+def _polygon_area(xy):
+    """Shoelace area of a closed polygon (k, 2), in float64; 0 for fewer than 3 points."""
+    xy = np.asarray(xy, np.float64)
+    x, y = xy[:, 0], xy[:, 1]
+    return 0.5 * abs(float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1)))) if len(xy) >= 3 else 0.0
+
+
+MIN_POLYGON_AREA_PX = 0.5  # a polygon that covers less than half a pixel (collinear points) outlines nothing
+
+
+def degenerate_rows(lb, segments, shape):
+    """Boolean mask of the labels that cannot be trained on: boxes of zero width or height (AutoAnchor's k-means
+    and fitness turn them into NaN and 0-pixel anchors), and polygons of (nearly) zero area at the image's size
+    (w, h): collinear points, fewer than 3 points."""
+    bad = (lb[:, 3] <= 0) | (lb[:, 4] <= 0)
+    if segments:
+        w, h = shape
+        bad |= np.array([_polygon_area(s * (w, h)) < MIN_POLYGON_AREA_PX for s in segments])
+    return bad
+
+
+def _read_label_file(lb_file, shape):
+    """(labels (n, 5) float32, segments, nf, ne, notes) of one label file (the caller counts it missing). shape: the
+    image's (w, h), for the area of polygons. notes: what was changed, for the file's one warning line (box rows of
+    a polygon file taken as rectangles, degenerate and duplicate labels dropped)."""
     with open(lb_file) as f:
         rows = [x.split() for x in f.read().strip().splitlines() if len(x.strip())]
-    if any(len(x) > 6 for x in rows):  # polygons: class x1 y1 x2 y2 ...
-        classes = np.array([x[0] for x in rows], dtype=np.float32)
-        segments = [np.array(x[1:], dtype=np.float32).reshape(-1, 2) for x in rows]
-        lb = np.concatenate((classes.reshape(-1, 1), segments2boxes(segments)), 1)
-    lb = np.array(rows, dtype=np.float32) if not segments else lb.astype(np.float32)
-    nl = len(lb)
-    if not nl:
-        return np.zeros((0, 5), dtype=np.float32), [], 1, 1, ""  # label file empty: a background image
-    assert lb.ndim == 2 and lb.shape[1] == 5, \
-        f"labels require 5 columns, {lb.shape[1] if lb.ndim == 2 else 'ragged'} columns detected"
-    assert np.isfinite(lb).all(), "non-finite label values"
+    if not rows:
+        return np.zeros((0, 5), dtype=np.float32), [], 1, 1, []  # label file empty: a background image
+    lb, segments, n_boxes = _parse_rows(rows)
+    assert np.isfinite(lb).all() and all(np.isfinite(s).all() for s in segments), "non-finite label values"
     assert (lb >= 0).all(), f"negative label values {lb[lb < 0]}"
     assert (lb[:, 1:] <= 1).all(), f"non-normalized or out of bounds coordinates {lb[:, 1:][lb[:, 1:] > 1]}"
+    notes = []
+    if n_boxes:
+        notes.append(f"{n_boxes} box row{'s' * (n_boxes > 1)} in a polygon label file taken as rectangle polygons")
+    bad = degenerate_rows(lb, segments, shape)
+    if bad.any():
+        lb = lb[~bad]
+        segments = [s for s, b in zip(segments, bad) if not b]
+        notes.append(f"{int(bad.sum())} degenerate labels (zero width, height or area) removed")
+    nl = len(lb)
     _, i = np.unique(lb, axis=0, return_index=True)
     if len(i) < nl:  # duplicate rows
         i = np.sort(i)
         lb = lb[i]
         if segments:
             segments = [segments[x] for x in i]
-        msg = f"{prefix}{WARN} {im_file}: {nl - len(i)} duplicate labels removed"
-    return lb, segments, 1, 0, msg
+        notes.append(f"{nl - len(i)} duplicate labels removed")
+    return lb, segments, 1, int(not len(lb)), notes
 
 
 def verify_image_label(args):
@@ -104,8 +157,9 @@ def _verify_pair(args):
         if im.format.lower() in ("jpg", "jpeg"):
             msg = _check_jpeg_end(im_file, prefix)
         if os.path.isfile(lb_file):
-            lb, segments, nf, ne, dup_msg = _read_label_file(lb_file, im_file, prefix)
-            msg = dup_msg or msg
+            lb, segments, nf, ne, notes = _read_label_file(lb_file, shape)
+            if notes:  # one line per file, after the JPEG's note when there is one
+                msg = f"{msg or f'{prefix}{WARN} {im_file}'}: {'; '.join(notes)}"
         else:
             nm = 1  # label missing: a background image
             lb = np.zeros((0, 5), dtype=np.float32)
