@@ -20,26 +20,68 @@ if not (Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi")):
 SHARED = Path(os.environ.get("YOLO_SHARED_DIR", ROOT.parent / "shared"))
 
 
-def _run_folders():
-    """The run folders under the project's own runs/ (runs/<project>/<name>, as the scripts' defaults make them)."""
-    def names(d):
-        try:
-            return [e.name for e in os.scandir(d) if e.is_dir()]
-        except OSError:  # absent, or removed meanwhile by a run of the user's own
-            return []
-    runs = ROOT / "runs"
-    return {f"{p}/{q}" for p in names(runs) for q in names(runs / p)} | set(names(runs))
+# ------------------------------------------------------------------------------------------------ the tree watcher
+# Every test runs under tests/helpers/tree_watch.py: a snapshot of the project's tree (without .git, .venv*,
+# __pycache__) and of the shared test data (read-only) is taken before the test's setup (so that what its module's
+# fixtures write is seen too) and after its teardown; the test fails ("ERROR at teardown") naming each path that
+# appeared, vanished or changed there, other than the outputs it declares with @pytest.mark.writes(...). The run
+# folders go to tmp_path, outside the project, so they are never in the watched trees. The cost is measured in
+# tests/test_adversarial/test_tree_watch.py (about 10 ms per snapshot of both trees on a loaded 2-core machine).
+# An edit made by hand while a test runs shows as a change too: TREE_WATCH=off (read by the tests only) turns the
+# watcher off for such a session; CI and `make test` keep it on.
+_WATCH = pytest.StashKey()
+TREE_WATCH = os.environ.get("TREE_WATCH", "on").strip().lower()
 
 
-@pytest.fixture(autouse=True)
-def _nothing_written_to_the_projects_runs():
-    """A test's outputs go to its tmp_path: a run folder left in the project's runs/ is written into the user's
-    checkout, and it also broke a concurrent test that checks nothing new appears in the project (make test runs the
-    two backends' suites side by side in one checkout). Fails the test that made it, naming the folder."""
-    before = _run_folders()
-    yield
-    added = sorted(_run_folders() - before)
-    assert not added, f"this test wrote into {ROOT / 'runs'}: {added}; pass project=tmp_path (or --project)"
+def pytest_configure(config):
+    if TREE_WATCH not in ("on", "off"):
+        raise pytest.UsageError(f"TREE_WATCH={TREE_WATCH!r}: use on (the default) or off")
+    config.addinivalue_line(
+        "markers", "writes(*paths): outputs the test may write inside the project folder (paths or globs relative to "
+        "its root); the tree watcher fails the test for any other change there or in the shared test data")
+
+
+def _watch_for(item):
+    from tests.helpers.tree_watch import TreeWatch
+    skip = []
+    if item.config.option.basetemp:  # tmp_path lies wherever --basetemp says: never watch it
+        skip.append(Path(item.config.option.basetemp).resolve())
+    watch = TreeWatch(ROOT, SHARED if SHARED.is_dir() else None, skip=skip)
+    for marker in item.iter_markers("writes"):
+        watch.allow(*marker.args)
+    return watch
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_setup(item):
+    watch = item.stash[_WATCH] = _watch_for(item)
+    if TREE_WATCH == "on":
+        watch.start(item.nodeid)
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item, nextitem):
+    watch = item.stash.get(_WATCH, None) if TREE_WATCH == "on" else None
+    try:
+        result = yield
+    except BaseException:
+        if watch is not None:
+            watch.finish()
+        raise
+    if watch is not None:
+        problems = watch.finish()
+        if problems:
+            pytest.fail("this test changed files outside its tmp_path (write run folders to tmp_path, pass --project, "
+                        "or declare a project output with @pytest.mark.writes; a hand edit made meanwhile shows here "
+                        "too: TREE_WATCH=off):\n  " + "\n  ".join(problems), pytrace=False)
+    return result
+
+
+@pytest.fixture
+def tree_watch(request):
+    """The running test's watcher: tree_watch.allow("path/or/glob") declares an output found only at run time."""
+    return request.node.stash[_WATCH]
 
 
 @pytest.fixture(scope="session")
