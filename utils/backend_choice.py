@@ -15,7 +15,7 @@ class BackendError(ImportError):
     """Raised with a message that says what to install or set."""
 
 
-_ALIASES = {"oneflow": "oneflow", "flow": "oneflow", "of": "oneflow", "torch": "torch", "pytorch": "torch",
+ALIASES = {"oneflow": "oneflow", "flow": "oneflow", "of": "oneflow", "torch": "torch", "pytorch": "torch",
             "pt": "torch"}
 BACKEND_NAMES = {"oneflow": "OneFlow", "torch": "PyTorch"}
 
@@ -55,9 +55,9 @@ def choose_backend(requested, gpu, gpu_why, installed):
     kernels); the other one follows as the fallback."""
     requested = (requested or "").strip().lower()
     if requested:
-        if requested not in _ALIASES:
+        if requested not in ALIASES:
             raise BackendError(f"YOLO_BACKEND={requested!r} is not a backend: use 'oneflow' or 'torch'.")
-        name = _ALIASES[requested]
+        name = ALIASES[requested]
         return [name], f"YOLO_BACKEND={requested}"
     preferred = "oneflow" if gpu else "torch"
     other = "torch" if gpu else "oneflow"

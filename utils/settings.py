@@ -2,8 +2,13 @@
 
 Each setting is a :class:`Setting`; ``SETTING.get()`` is its value in this process. A value is parsed (and checked)
 once per raw string and then reused, and only when something asks for it: a bad value is reported by the code that
-needs it, inside the entry script's one-line error handling, never at import. A test that changes the environment
+needs it, inside the entry script's one-line error handling (the few read while utils.backend is imported are
+checked by utils/backend/selection.py, which makes their error one line too). A test that changes the environment
 (``monkeypatch.setenv``) gets the new value on the next ``get()``.
+
+Every value is parsed strictly: anything outside a setting's values is a SettingError naming the variable, the value
+and what it takes (a typo such as YOLO_QUIET=yes used to mean 0 without a word). Empty (or blank) is the same as
+unset, for every variable: the default (an empty YOLO_CACHE_DIR used to cache into the working folder).
 
 README.md's table of these variables is ``markdown_table()`` (``python -m utils.settings`` prints it; a test keeps the
 two equal). The framework-free backend rule (utils/backend_choice.py) names YOLO_BACKEND in its messages only.
@@ -14,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from utils.backend_choice import ALIASES as BACKEND_ALIASES
 from utils.errors import UserError
 
 
@@ -31,17 +37,25 @@ class Setting:
     shown_default: str = ""  # the table's default column when the default is made by a function
 
     def get(self, environ=None):
-        """The value in ``environ`` (default: this process's environment); the default when unset."""
+        """The value in ``environ`` (default: this process's environment); the default when unset or empty. A value
+        the setting does not take raises SettingError naming the variable and what it takes."""
         raw = (os.environ if environ is None else environ).get(self.name)
-        if raw is None:
+        if raw is None or not raw.strip():
             return self.default() if callable(self.default) else self.default
         key = (self.name, raw)
         if key not in _PARSED:
-            _PARSED[key] = self.parse(raw)
+            try:
+                _PARSED[key] = self.parse(raw.strip())
+            except ValueError as e:  # the parser says why; the message adds which variable and what it takes
+                default = _shown_default(self)
+                default = "" if default == "unset" else f" ({default})"
+                raise SettingError(f"{self.name}={raw!r}: {e}; give {self.type}, or unset it for the "
+                                   f"default{default}.") from None
         return _PARSED[key]
 
     def is_set(self, environ=None):
-        return self.name in (os.environ if environ is None else environ)
+        """Whether the variable holds a value (empty counts as unset)."""
+        return bool((os.environ if environ is None else environ).get(self.name, "").strip())
 
     def set_default(self, value):
         """Set the variable for this process and its children unless the user set it."""
@@ -51,100 +65,103 @@ class Setting:
 _PARSED = {}
 
 
-def _lower(raw):
-    return raw.strip().lower()
-
-
-def _flag(raw):
-    """'1' means on; anything else off (the project's convention for opt-in switches)."""
-    return raw == "1"
-
-
-def _float_or(default):
+def _choice(*choices):
+    """One of choices, case-insensitive (returned in lower case)."""
     def parse(raw):
-        try:
-            return float(raw)
-        except ValueError:
-            return float(default)  # the launcher's configuration: a typo falls back rather than stopping a DDP job
+        value = raw.lower()
+        if value not in choices:
+            raise ValueError("not a value it takes")
+        return value
     return parse
 
 
-def _int_or_none(raw):
+def _switch(raw):
+    """0 or 1 -> False or True."""
+    if raw not in ("0", "1"):
+        raise ValueError("not 0 or 1")
+    return raw == "1"
+
+
+def _seconds(raw):
     try:
-        return int(raw)
+        value = float(raw)
     except ValueError:
-        return None
+        raise ValueError("not a number of seconds") from None
+    if not (0 < value < float("inf")):
+        raise ValueError("not a positive, finite number of seconds")
+    return value
 
 
-def _steps(raw):
-    value = raw.strip()
-    if not value:
-        return None
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise SettingError(f"{LOSS_READBACK.name}={value!r}: give a whole number of steps >= 1 (1 reads every step).")
-    return n
+def _whole_number(low, high=None):
+    def parse(raw):
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError("not a whole number") from None
+        if value < low:
+            raise ValueError(f"less than {low}")
+        if high is not None and value > high:
+            raise ValueError(f"more than {high}")
+        return value
+    return parse
 
 
-def _channels_last(raw):
-    value = raw.strip()
-    return value == "1" if value in ("0", "1") else None
+def _module_name(raw):
+    if not all(part.isidentifier() for part in raw.split(".")):
+        raise ValueError("not a module name (dotted Python identifiers)")
+    return raw
 
 
 BACKEND = Setting(
     "YOLO_BACKEND", "oneflow, torch", "",
     "The framework to run. Unset: OneFlow when a CUDA GPU is seen, PyTorch otherwise, each falling back to the "
-    "other when it is not installed.", _lower)
+    "other when it is not installed.", _choice(*BACKEND_ALIASES))
 QUIET = Setting(
     "YOLO_QUIET", "0, 1", False,
-    "1 silences the one-line notice on stderr saying which backend is in use and why.", _flag)
+    "1 silences the one-line notice on stderr saying which backend is in use and why.", _switch)
 FUSED_CIOU = Setting(
     "YOLO_FUSED_CIOU", "plain, compile, triton", "",
     "Overrides the fused CIoU of `--bbox_iou_optim` on PyTorch + CUDA: `compile` prefers torch.compile to the "
-    "Triton kernel, `plain` turns the fused path off (anywhere).", _lower)
+    "Triton kernel, `plain` turns the fused path off (anywhere).", _choice("plain", "compile", "triton"))
 CHANNELS_LAST = Setting(
     "YOLO_CHANNELS_LAST", "0, 1", None,
-    "Channels-last input batches: unset, on for the CPU and off for CUDA; 0 off, 1 on for every device.",
-    _channels_last)
+    "Channels-last input batches: unset, on for the CPU and off for CUDA; 0 off, 1 on for every device.", _switch)
 HOST_MALLOC = Setting(
     "YOLO_HOST_MALLOC", "default, 0, off, glibc", "",
     "Any of these keeps glibc malloc's defaults on CPU-only machines (the project otherwise keeps freed memory "
-    "mapped between training steps).", _lower)
+    "mapped between training steps).", _choice("default", "0", "off", "glibc"))
 LOSS_READBACK = Setting(
-    "YOLO_LOSS_READBACK", "int >= 1", None,
+    "YOLO_LOSS_READBACK", "a whole number >= 1", None,
     "Read the loss back from the device every N steps (a non-finite loss still stops at its exact step). Unset: 10 "
-    "on CUDA, 1 on the CPU.", _steps)
+    "on CUDA, 1 on the CPU.", _whole_number(1))
 PLOT_PROCESSES = Setting(
     "YOLO_PLOT_PROCESSES", "0, 1", True,
-    "0 draws plot files inline, as the official code does, instead of in two helper processes.",
-    lambda raw: raw.strip() != "0")
+    "0 draws plot files inline, as the official code does, instead of in two helper processes.", _switch)
 CACHE_DIR = Setting(
     "YOLO_CACHE_DIR", "path", lambda: Path.home() / ".cache" / "yolov5",
-    "Where `--cache disk` writes its .npy files for image folders that are not writable.", Path,
+    "Where `--cache disk` writes its .npy files for image folders that are not writable.",
+    lambda raw: Path(raw).expanduser(),
     shown_default="~/.cache/yolov5")
 ALLOW_DOWNLOAD_SCRIPTS = Setting(
     "YOLO_ALLOW_DOWNLOAD_SCRIPTS", "0, 1", False,
-    "1 lets a dataset YAML's shell or Python `download:` entry run (as `--allow-download-scripts` does).", _flag)
+    "1 lets a dataset YAML's shell or Python `download:` entry run (as `--allow-download-scripts` does).", _switch)
 DDP_TIMEOUT = Setting(
-    "YOLO_DDP_TIMEOUT", "seconds", 10800.0,
+    "YOLO_DDP_TIMEOUT", "seconds > 0", 10800.0,
     "Bounds a DDP job's collectives and is the watchdog's no-progress limit (3 h, as ultralytics: the other ranks "
-    "wait while rank 0 validates).", _float_or(10800))
+    "wait while rank 0 validates).", _seconds)
 DDP_PEER_TIMEOUT = Setting(
-    "YOLO_DDP_PEER_TIMEOUT", "seconds", 60.0,
-    "How long the DDP watchdog tolerates a silent peer rank.", _float_or(60))
+    "YOLO_DDP_PEER_TIMEOUT", "seconds > 0", 60.0,
+    "How long the DDP watchdog tolerates a silent peer rank.", _seconds)
 DDP_WATCHDOG = Setting(
     "YOLO_DDP_WATCHDOG", "0, 1", True,
-    "0 turns the DDP watchdog off (e.g. behind a firewall that blocks its port).", lambda raw: raw != "0")
+    "0 turns the DDP watchdog off (e.g. behind a firewall that blocks its port).", _switch)
 DDP_WATCHDOG_PORT = Setting(
-    "YOLO_DDP_WATCHDOG_PORT", "port", None,
-    "The DDP watchdog's TCP port. Unset: MASTER_PORT + 1.", _int_or_none)
+    "YOLO_DDP_WATCHDOG_PORT", "a port, 1-65535", None,
+    "The DDP watchdog's TCP port. Unset: MASTER_PORT + 1.", _whole_number(1, 65535))
 DDP_PROBE = Setting(
-    "YOLO_DDP_PROBE", "module", "",
+    "YOLO_DDP_PROBE", "a module name", "",
     "An importable module whose `attach(model, loader, ctx)` is called on every DDP rank (the DDP tests' observer); "
-    "unset, nothing is attached.", lambda raw: raw.strip())
+    "unset, nothing is attached.", _module_name)
 # Internal: set by the first process that printed the backend notice, so its children (loader workers, DDP ranks)
 # stay quiet. Not a user setting, so not in the table.
 BACKEND_ANNOUNCED = Setting("_YOLO_BACKEND_ANNOUNCED", "0, 1", False, "(internal)", lambda raw: bool(raw))

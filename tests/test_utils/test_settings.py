@@ -35,9 +35,52 @@ def test_values_follow_the_environment_and_are_checked(monkeypatch):
         with pytest.raises(UserError, match=f"YOLO_LOSS_READBACK='{bad}'"):
             settings.LOSS_READBACK.get()
     assert settings.CHANNELS_LAST.get({"YOLO_CHANNELS_LAST": " 1"}) is True
-    assert settings.CHANNELS_LAST.get({"YOLO_CHANNELS_LAST": "yes"}) is None  # not 0/1: the device decides
-    assert settings.DDP_TIMEOUT.get({"YOLO_DDP_TIMEOUT": "x"}) == 10800.0 == settings.DDP_TIMEOUT.get({})
+    assert settings.CHANNELS_LAST.get({}) is None  # unset: the device decides
+    assert settings.DDP_TIMEOUT.get({"YOLO_DDP_TIMEOUT": "90"}) == 90.0 and settings.DDP_TIMEOUT.get({}) == 10800.0
     assert settings.PLOT_PROCESSES.get({"YOLO_PLOT_PROCESSES": "0"}) is False
     monkeypatch.setenv("HOME", "/nonexistent-home")
     monkeypatch.delenv("YOLO_CACHE_DIR", raising=False)
     assert settings.CACHE_DIR.get() == Path("/nonexistent-home/.cache/yolov5")  # made when asked, not at import
+
+
+# Per setting: values it takes (-> what get() returns) and garbage it refuses. Every setting of the table is here.
+GOOD_AND_BAD = {
+    "YOLO_BACKEND": ({"torch": "torch", " OneFlow ": "oneflow", "pt": "pt"}, ("tensorflow", "1", "torch,oneflow")),
+    "YOLO_QUIET": ({"1": True, "0": False}, ("maybe", "yes", "2", "true")),
+    "YOLO_FUSED_CIOU": ({"plain": "plain", "Compile": "compile", "triton": "triton"}, ("fast", "0")),
+    "YOLO_CHANNELS_LAST": ({"0": False, "1": True}, ("yes", "on", "-1")),
+    "YOLO_HOST_MALLOC": ({"default": "default", "glibc": "glibc", "off": "off", "0": "0"}, ("jemalloc", "1")),
+    "YOLO_LOSS_READBACK": ({"1": 1, "25": 25}, ("0", "-3", "often", "2.5")),
+    "YOLO_PLOT_PROCESSES": ({"0": False, "1": True}, ("no", "off", "2")),
+    "YOLO_CACHE_DIR": ({"/tmp/c": Path("/tmp/c"), "~/c": Path.home() / "c"}, ()),  # any path
+    "YOLO_ALLOW_DOWNLOAD_SCRIPTS": ({"1": True, "0": False}, ("yes", "true")),
+    "YOLO_DDP_TIMEOUT": ({"90": 90.0, "1.5": 1.5}, ("abc", "0", "-5", "nan", "inf")),
+    "YOLO_DDP_PEER_TIMEOUT": ({"60": 60.0}, ("abc", "0", "1e999")),
+    "YOLO_DDP_WATCHDOG": ({"0": False, "1": True}, ("off", "false")),
+    "YOLO_DDP_WATCHDOG_PORT": ({"29501": 29501, "1": 1}, ("abc", "0", "65536", "80.5")),
+    "YOLO_DDP_PROBE": ({"tests.helpers.probe": "tests.helpers.probe"}, ("a-b", "a..b", "1x", "x.")),
+}
+
+
+def test_every_setting_takes_its_values_and_refuses_garbage_in_one_line():
+    by_name = {s.name: s for s in settings.SETTINGS}
+    assert set(GOOD_AND_BAD) == set(by_name)
+    for name, (good, bad) in GOOD_AND_BAD.items():
+        setting = by_name[name]
+        for raw, value in good.items():
+            assert setting.get({name: raw}) == value, (name, raw)
+        for raw in bad:
+            with pytest.raises(settings.SettingError) as e:
+                setting.get({name: raw})
+            message = str(e.value)
+            assert message.startswith(f"{name}={raw!r}: ") and setting.type in message and "\n" not in message
+
+
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_empty_is_unset_for_every_setting(empty, monkeypatch):
+    """An empty value is the default, as unset is (an empty YOLO_CACHE_DIR used to cache into the working folder)."""
+    monkeypatch.setenv("HOME", "/nonexistent-home")
+    for s in settings.SETTINGS:
+        assert s.get({s.name: empty}) == s.get({}), s.name
+        assert not s.is_set({s.name: empty})
+    assert settings.CACHE_DIR.get({"YOLO_CACHE_DIR": empty}) == Path("/nonexistent-home/.cache/yolov5")
