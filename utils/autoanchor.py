@@ -39,13 +39,26 @@ def _metric(k, wh):
     return x, x.max(1)
 
 
-def _label_wh(dataset, imgsz, jitter=False):
-    """Label widths/heights in pixels at the training size (longest side = imgsz), float64."""
+def _label_wh(dataset, imgsz, jitter=False, warn=True):
+    """Label widths/heights in pixels at the training size (longest side = imgsz), float64. Boxes of zero (or
+    non-finite) width or height are left out with one warning: the dataset drops them when it reads the labels,
+    and one that reaches here anyway would make the ratio metric 0/0 (a NaN fitness) and k-means a 0-pixel anchor."""
     shapes = imgsz * dataset.shapes / dataset.shapes.max(1, keepdims=True)
     if jitter:  # +-10% scale, as the official check does, so the result does not hinge on one exact size
         shapes = shapes * np.random.uniform(0.9, 1.1, size=(shapes.shape[0], 1))
     parts = [np.asarray(l)[:, 3:5] * s for s, l in zip(shapes, dataset.labels) if len(l)]
-    return np.concatenate(parts) if parts else np.zeros((0, 2))
+    wh = np.concatenate(parts) if parts else np.zeros((0, 2))
+    usable = np.isfinite(wh).all(1) & (wh > 0).all(1)
+    if warn and not usable.all():
+        LOGGER.warning(f"{PREFIX}WARNING ⚠️ {int((~usable).sum())} of {len(wh)} labels have zero or non-finite width "
+                       "or height: left out of the anchor fit")
+    return wh[usable]
+
+
+def usable_anchors(k):
+    """Whether anchors k (pixels) may be installed: every width and height finite and above zero."""
+    k = np.asarray(k, np.float64)
+    return k.size > 0 and bool(np.isfinite(k).all() and (k > 0).all())
 
 
 def check_anchors(dataset, model, thr=4.0, imgsz=640):
@@ -58,6 +71,7 @@ def check_anchors(dataset, model, thr=4.0, imgsz=640):
     anchors = to_numpy(m.anchors) * stride  # pixels
     if not len(wh):
         LOGGER.warning(f"{PREFIX}WARNING ⚠️ no labels, anchors left as they are")
+        _warn_if_placeholders(anchors)
         return 0.0, False
 
     def bpr_aat(k):
@@ -70,7 +84,16 @@ def check_anchors(dataset, model, thr=4.0, imgsz=640):
         LOGGER.info(f"{s}Current anchors are a good fit to dataset ✅")
         return bpr, False
     LOGGER.info(f"{s}Anchors are a poor fit to dataset ⚠️, attempting to improve...")
+    if not (_label_wh(dataset, imgsz, warn=False) >= 2.0).any():  # kmean_anchors fits boxes of 2 px or more
+        LOGGER.warning(f"{PREFIX}WARNING ⚠️ no label is 2 pixels or more at --img {imgsz}: original anchors kept")
+        _warn_if_placeholders(anchors)
+        return bpr, False
     new = kmean_anchors(dataset, n=anchors.size // 2, img_size=imgsz, thr=thr, gen=1000, verbose=False)
+    if not usable_anchors(new):  # never a NaN or 0-pixel anchor in the model: the loss would be NaN at step one
+        LOGGER.warning(f"{PREFIX}WARNING ⚠️ the new anchors are not all finite and above 0 pixels "
+                       f"({np.round(new.reshape(-1), 1).tolist()}): original anchors kept")
+        _warn_if_placeholders(anchors)
+        return bpr, False
     new_bpr = bpr_aat(new)[0]
     if new_bpr > bpr:
         # levels are ordered in pixels: in grid units (divided by the stride) their areas need not grow
@@ -80,7 +103,16 @@ def check_anchors(dataset, model, thr=4.0, imgsz=640):
         LOGGER.info(f"{PREFIX}Done ✅ (optional: update model *.yaml to use these anchors in the future)")
         return new_bpr, True
     LOGGER.info(f"{PREFIX}Done ⚠️ (original anchors better than new anchors, proceeding with original anchors)")
+    _warn_if_placeholders(anchors)
     return bpr, False
+
+
+def _warn_if_placeholders(anchors):
+    """The model YAML's `anchors: N` placeholders are kept when no better ones were found: say so, they cannot
+    train."""
+    if not usable_anchors(anchors):
+        LOGGER.warning(f"{PREFIX}WARNING ⚠️ the model keeps anchors of 0 pixels (the YAML's 'anchors: N' placeholders): "
+                       "training will not converge; give anchors in the model YAML or labels AutoAnchor can fit")
 
 
 def _kmeans(x, k, iters=30):
@@ -119,7 +151,7 @@ def kmean_anchors(dataset, n=9, img_size=640, thr=4.0, gen=1000, verbose=True):
         data = check_dataset(dataset)
         dataset = LoadImagesAndLabels(data["train"], augment=True, rect=True)
     thr = 1 / thr
-    wh0 = _label_wh(dataset, img_size)
+    wh0 = _label_wh(dataset, img_size, warn=verbose)  # check_anchors (verbose=False) has said it already
     n_small = int((wh0 < 3.0).any(1).sum())
     if n_small:
         LOGGER.warning(f"{PREFIX}Extremely small objects found: {n_small} of {len(wh0)} labels are <3 pixels in size")
@@ -147,6 +179,7 @@ def kmean_anchors(dataset, n=9, img_size=640, thr=4.0, gen=1000, verbose=True):
         if n > len(wh):
             raise ValueError(f"{len(wh)} boxes for {n} anchors")
         s = wh.std(0)  # whitening: k-means distances in units of each axis' spread
+        s[s == 0] = 1.0  # every box the same width (or height): nothing to whiten, and no 0/0
         k = _kmeans(wh / s, n) * s
         if len(k) != n:  # k-means drops centres that end up with no points
             raise ValueError(f"k-means returned {len(k)} of {n} centres")

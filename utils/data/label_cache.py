@@ -21,7 +21,7 @@ from utils.atomic_files import ZIP_MAGIC, remove_stale_temp_files, write_atomica
 from utils.data.files import WARN, is_writeable
 from utils.log import LOGGER
 
-CACHE_VERSION = "yolov5-fast-2"
+CACHE_VERSION = "yolov5-fast-3"  # 3: box rows in polygon files, degenerate labels dropped
 
 
 class CacheFormatError(ValueError):
