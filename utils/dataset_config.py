@@ -2,19 +2,25 @@
 of either), ``names`` (dict or list, ``nc`` optional), optional ``download`` (zip URL, ``bash ...`` command or Python
 code) that runs only when the data is missing.
 
-A data YAML is untrusted input (it comes with a dataset, like a label cache), so its ``download:`` runs code only
-with the user's consent: a zip URL is fetched and extracted as ultralytics does, but a shell command or Python code
-runs only with YOLO_ALLOW_DOWNLOAD_SCRIPTS=1 (or train.py/val.py --allow-download-scripts), and is printed in full
-first. Without consent the user gets one line with the command and the two ways on."""
+A data YAML is untrusted input (it comes with a dataset, like a label cache), so nothing in it runs or is fetched
+without the user's consent: every ``download:`` entry, a zip URL as much as a shell command or Python code, runs only
+with YOLO_ALLOW_DOWNLOAD_SCRIPTS=1 (or train.py/val.py --allow-download-scripts, never taken from saved options), and
+is printed in full first. Without consent the user gets one line with the entry and the two ways on.
+
+``path:`` resolves as ultralytics/yolov5 resolves it: a relative one against the project folder, a missing or empty
+one to the project folder itself. Data there is read as before, but nothing is downloaded or unpacked into a folder
+that holds code (the project folder, its own folders, a folder on sys.path; utils/archive_extract.py): the user is
+told in one line to set ``path:``. A zip is unpacked by utils/archive_extract.py: staged outside the import path,
+bounded in size and compression ratio, refused whole if it holds code, moved into place only when complete."""
 import difflib
 import os
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
-
-from utils.archive_extract import UnsafeArchive, safe_extract_zip
+from utils.archive_extract import (ArchiveError, download_file, extract_archive, staging_parent,
+                                   unsafe_data_folder_reason)
+from utils.atomic_files import temp_path_for
 from utils.errors import UserError
 from utils.log import LOGGER, colorstr
 from utils.paths import ROOT, RepoFileNotFound, find_repo_file
@@ -32,7 +38,11 @@ MAX_CLASSES = 10_000  # a bound on what a data YAML can make the model and metri
 
 
 class DownloadScriptRefused(DatasetError):
-    """A shell or Python 'download:' entry was about to run without the user's consent."""
+    """A 'download:' entry (a zip URL, shell or Python code) was about to run without the user's consent."""
+
+
+class DataFolderRefused(DatasetError):
+    """A 'download:' would have written into a folder that holds code (the project folder when 'path:' is missing)."""
 
 
 def find_yaml(file):
@@ -168,7 +178,8 @@ def check_dataset(data, autodownload=True, allow_scripts=False):
         raise DatasetError(f"{where}: 'download: {describe(data['download'])}' must be text (a .zip URL or a "
                            "script); fix or remove it.")
 
-    path = Path(data.get("path") or "")
+    given_path = data.get("path")
+    path = Path(given_path or "")  # as ultralytics: relative to the project folder, which a missing one is
     if not path.is_absolute():
         path = (ROOT / path).resolve()
     data["path"] = str(path)
@@ -184,14 +195,13 @@ def check_dataset(data, autodownload=True, allow_scripts=False):
         if not s or not autodownload:
             raise DatasetError(f"Dataset not found: {missing} missing. Put the images and labels under {path} "
                                f"(images/ and labels/ side by side), or add a 'download:' entry to {where}.")
-        kind = download_kind(s)
-        if kind != "zip url":
-            _consent_to_script(s, kind, where, path, allow_scripts)
+        _refuse_code_folder(path, where, given_path)
+        _consent_to_download(s, download_kind(s), where, path, allow_scripts)
         LOGGER.info(f"{colorstr('data: ')}Dataset not found at {missing}, running the 'download:' entry...")
         try:
             run_download(s, data, path)
-        except UnsafeArchive as e:
-            raise DatasetError(str(e)) from None
+        except ArchiveError as e:  # says what happened: too large, a bomb, code inside, disk full, fetch failed
+            raise DatasetError(f"{e} Without it, put the data in {path} (images/ and labels/ side by side).") from None
         except Exception as e:
             raise DatasetError(f"Dataset not found and download failed ({type(e).__name__}: {e}). Without network, "
                                f"put the data in {path} (images/ and labels/ side by side).") from e
@@ -202,9 +212,10 @@ def check_dataset(data, autodownload=True, allow_scripts=False):
 
 
 def download_kind(s):
-    """'zip url', 'shell' or 'Python': how run_download treats a 'download:' entry (ultralytics' three kinds)."""
+    """'zip url', 'shell' or 'Python': how run_download treats a 'download:' entry (ultralytics' three kinds; a
+    file:// URL counts as a URL, for archives already on this machine)."""
     s = str(s).strip()
-    if s.startswith(("http://", "https://")) and s.endswith(".zip"):
+    if s.startswith(("http://", "https://", "file://")) and s.endswith(".zip"):
         return "zip url"
     return "shell" if s.startswith("bash ") else "Python"
 
@@ -213,8 +224,24 @@ def scripts_allowed(allow_scripts=False):
     return bool(allow_scripts) or ALLOW_DOWNLOAD_SCRIPTS.get()
 
 
-def _consent_to_script(s, kind, where, path, allow_scripts):
-    """Print a shell/Python entry in full before it runs, or refuse it in one line when nobody opted in."""
+def _refuse_code_folder(path, where, given):
+    """No download of any kind into a folder that holds code: with 'path:' missing or '.', the dataset folder is the
+    project folder (as in ultralytics/yolov5), and an archive's new yaml.py there would be imported by every script."""
+    why = unsafe_data_folder_reason(path)
+    if why:
+        said = "'path:' is missing" if given in (None, "") else f"'path: {given}' resolves there"
+        raise DataFolderRefused(
+            f"{where}: the dataset is missing and its 'download:' entry would write into {path}, which {why} "
+            f"({said}); nothing was downloaded. Set 'path:' in {where} to the dataset's own folder, e.g. "
+            "path: ../datasets/<name>, or put the data there yourself.")
+
+
+_KIND_TEXT = {"zip url": "a zip archive to fetch and unpack", "shell": "shell code", "Python": "Python code"}
+
+
+def _consent_to_download(s, kind, where, path, allow_scripts):
+    """Print an entry in full before it runs, or refuse it in one line when nobody opted in. A zip URL asks too:
+    what it unpacks is the YAML author's choice of files, fetched from the YAML author's choice of server."""
     s = str(s).strip()
     if scripts_allowed(allow_scripts):
         LOGGER.warning(f"{colorstr('data: ')}running the {kind} 'download:' entry of {where} "
@@ -222,23 +249,22 @@ def _consent_to_script(s, kind, where, path, allow_scripts):
         return
     shown = s.replace("\n", "\\n")  # the whole entry, on the one line of the error
     raise DownloadScriptRefused(
-        f"{where}: the dataset is missing and its 'download:' entry is {kind} code, which runs only when you allow "
-        f"it: [{shown}]. Read it, then rerun with {ALLOW_SCRIPTS_ENV}=1 (or --allow-download-scripts), or put the "
-        f"data in {path} yourself (images/ and labels/ side by side).")
+        f"{where}: the dataset is missing and its 'download:' entry is {_KIND_TEXT[kind]}, which runs only when you "
+        f"allow it: [{shown}]. Read it, then rerun with {ALLOW_SCRIPTS_ENV}=1 (or --allow-download-scripts), or put "
+        f"the data in {path} yourself (images/ and labels/ side by side).")
 
 
 def run_download(s, data, path):
-    """Run a YAML 'download:' entry: a .zip URL (fetched into the dataset folder `path` and extracted there only,
-    utils/archive_extract.py), 'bash ...' or Python code. The caller has asked for consent to the last two
-    (check_dataset)."""
+    """Run a YAML 'download:' entry: a .zip URL (fetched outside the import path and unpacked into the dataset folder
+    `path` by utils/archive_extract.py), 'bash ...' or Python code. The caller has checked the folder and asked for
+    consent (check_dataset)."""
     s = str(s).strip()
     if download_kind(s) == "zip url":
-        path.mkdir(parents=True, exist_ok=True)
-        zf = path / f".{Path(s).name}.part"  # inside the dataset folder, a name no dataset file has
+        zf = temp_path_for(staging_parent(path) / Path(s).name)  # a name of ours, removed whatever happens
         LOGGER.info(f"Downloading {s} to {zf}...")
         try:
-            urllib.request.urlretrieve(s, zf)  # noqa: S310 (the URL comes from the user's own YAML)
-            safe_extract_zip(zf, path)
+            download_file(s, zf)
+            extract_archive(zf, path)
         finally:
             zf.unlink(missing_ok=True)
     elif download_kind(s) == "shell":

@@ -80,7 +80,7 @@ def test_missing_data_names_the_folder_and_download_runs_only_when_missing(tmp_p
     # offline: a URL that cannot be fetched says where to put the data
     with pytest.raises(DatasetError) as e:
         check_dataset({"path": str(root), "train": "images", "val": "images", "names": ["a"],
-                       "download": "https://127.0.0.1:9/none.zip"})
+                       "download": "https://127.0.0.1:9/none.zip"}, allow_scripts=True)
     assert "download failed" in str(e.value) and str(root) in str(e.value)
     # Python download code (allowed here) runs once, when the data is missing
     code = ("from pathlib import Path\n(Path(yaml['path']) / 'images').mkdir(parents=True)\n"

@@ -1,6 +1,6 @@
-"""A data YAML's `download:` entry: a zip URL is fetched as ultralytics does; a shell or Python entry is code from a
-file that came with a dataset, so it runs only when the user opts in (YOLO_ALLOW_DOWNLOAD_SCRIPTS=1, or train.py /
-val.py --allow-download-scripts) and is printed in full first. Without consent: one line, naming the YAML, showing the
+"""A data YAML's `download:` entry (a zip URL, a shell or a Python entry) comes with a dataset: the zip is its
+author's choice of files, the others are code, so it runs only when the user opts in (YOLO_ALLOW_DOWNLOAD_SCRIPTS=1,
+or train.py / val.py --allow-download-scripts) and is printed in full first. Without consent: one line, naming the YAML, showing the
 entry and saying how to go on; nothing runs."""
 import logging
 import os
@@ -79,13 +79,20 @@ def test_python_entry_refused_without_opt_in(tmp_path, monkeypatch):
     assert marker.read_text() == "ran"
 
 
-def test_zip_url_needs_no_opt_in(tmp_path, monkeypatch):
-    """A URL is data, not code: it is fetched as before (offline here, so the fetch itself fails)."""
+def test_zip_url_needs_opt_in_too(tmp_path, monkeypatch):
+    """A zip URL brings files the YAML's author chose from a server the author chose: it asks as a script does. With
+    consent it is fetched (offline here, so the fetch itself fails, and says so)."""
     monkeypatch.delenv(ALLOW_SCRIPTS_ENV, raising=False)
-    y, root = _yaml_with_download(tmp_path, "https://127.0.0.1:9/none.zip")
-    with pytest.raises(DatasetError) as e:
+    url = "https://127.0.0.1:9/none.zip"
+    y, root = _yaml_with_download(tmp_path, url)
+    with pytest.raises(DownloadScriptRefused) as e:
         check_dataset(str(y))
+    msg = str(e.value)
+    assert "\n" not in msg and url in msg and "--allow-download-scripts" in msg and "zip archive" in msg, msg
+    with pytest.raises(DatasetError) as e:
+        check_dataset(str(y), allow_scripts=True)
     assert not isinstance(e.value, DownloadScriptRefused) and "download failed" in str(e.value)
+    assert "\n" not in str(e.value) and not root.exists()
 
 
 def test_data_present_never_asks(tmp_path, monkeypatch):
