@@ -36,7 +36,8 @@ from utils.cli_flags import (FlagParser, add_cache_flag, add_workers_flag, image
                              run_from_defaults)
 from utils.distributed import DistContext, process_group  # noqa: E402
 from utils.distributed.launch import training_device  # noqa: E402
-from utils.engine.classify_build import build_classification_training, check_model_arg, dataset_splits  # noqa: E402
+from utils.engine.classify_build import (build_classification_training, check_model_arg, dataset_splits,  # noqa: E402
+                                         split_classes)
 from utils.engine.errors import TrainingError  # noqa: E402
 from utils.engine.run import train  # noqa: E402
 from utils.engine.saved_options import check_saved_options, read_resumed_checkpoint  # noqa: E402
@@ -114,7 +115,7 @@ def main(opt):
     else:
         opt.data, opt.model, opt.project = str(opt.data), str(opt.model), str(opt.project)
         opt.weights = ""
-        dataset_splits(opt.data)  # bad --data or --model: one line, before any run folder is made
+        split_classes(*dataset_splits(opt.data)[1:])  # bad --data or --model: one line, before any run folder
         check_model_arg(opt.model)
         try:  # making the folder is the claim; only rank 0 writes to it
             opt.save_dir = str(increment_path(Path(opt.project) / opt.name, exist_ok=opt.exist_ok,

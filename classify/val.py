@@ -22,6 +22,7 @@ import numpy as np  # noqa: E402
 
 from utils.backend import inference_mode, select_device, to_numpy  # noqa: E402
 from utils.classify.dataset import ClassificationDataError, create_classification_dataloader  # noqa: E402
+from utils.data.files import WARN  # noqa: E402
 from utils.classify.metrics import accuracy_table, topk_correct  # noqa: E402
 from utils.cli_flags import FlagParser, add_workers_flag, image_size, positive_int  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
@@ -40,6 +41,19 @@ def test_split(data):
         raise ClassificationDataError(f"--data {data}: not a folder; pass an ImageFolder dataset root holding "
                                       "train/ and val/ (or test/)")
     return data / "test" if (data / "test").exists() else data / "val"
+
+
+def model_classes(names, weights):
+    """(class list, source) that the test split's folders are labelled with, by name: the model's class names. A
+    model that carries none (an export without metadata gets class0, class1, ...) leaves the folders' sorted order
+    (official), with a warning."""
+    names = dict(enumerate(names)) if isinstance(names, (list, tuple)) else dict(names or {})
+    if not names or all(str(v) == f"class{k}" for k, v in names.items()):
+        LOGGER.warning(f"{WARN} {weights}: the model carries no class names; labelling the images by the sorted order "
+                       "of the class folders")
+        return None, None
+    classes = [str(names.get(i, "")) for i in range(max(names) + 1)]
+    return classes, f"the model {weights} ({len(names)} class names)"
 
 
 @inference_mode()
@@ -61,8 +75,9 @@ def run(data=ROOT / "../datasets/mnist", weights=ROOT / "yolov5s-cls.pt", batch_
         if not (model.pt or model.jit):
             batch_size = 1
             LOGGER.info(f"Forcing --batch-size 1 square inference (1,3,{imgsz},{imgsz}) for non-PyTorch models")
+        classes, source = model_classes(model.names, weights[0] if isinstance(weights, (list, tuple)) else weights)
         dataloader = create_classification_dataloader(test_split(data), imgsz=imgsz, batch_size=batch_size,
-                                                      augment=False, workers=workers)
+                                                      augment=False, workers=workers, classes=classes, source=source)
     model.eval()
     device = model_device(model)
     logits, targets, loss = [], [], 0.0

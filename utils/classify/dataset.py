@@ -1,12 +1,15 @@
 """ImageFolder classification data as ultralytics' classify scripts read it: root/<class>/<image>, classes are the
-sorted folder names, images sorted within each; eval transform = centred square crop resized to imgsz (cv2
+sorted folder names, images sorted within each (utils/classify/folders.py: hidden folders are never classes, and a
+split is labelled with the run's one class list by folder name); eval transform = centred square crop resized to imgsz (cv2
 INTER_LINEAR), BGR -> RGB, /255, ImageNet mean/std; training transform = utils/classify/augment.py. numpy only; the
 collate makes framework tensors.
 
 The trainer's loaders (training_loader) yield uint8 RGB images, normalised on the device by the task
 (utils/tasks/classify.py), as the detection loaders do: a quarter of the bytes through the workers' queues.
-classify/val.py's loader yields the normalised float images."""
-import os
+classify/val.py's loader yields the normalised float images.
+
+A bad image (unreadable, empty, not decodable) or cache stops with one line naming the file, also when a DataLoader
+worker meets it (utils/classify/errors.py); --cache disk: utils/classify/npy_cache.py."""
 from pathlib import Path
 
 import cv2
@@ -14,38 +17,37 @@ import numpy as np
 
 from utils.backend import from_numpy, torch
 from utils.classify.augment import train_transform
+from utils.classify.errors import ClassificationDataError
+from utils.classify.folders import (IMG_EXTENSIONS, find_classes, image_folder_samples, missing_class_folders,
+                                    warn_missing_classes)
+from utils.classify.npy_cache import NpyImageCache
 from utils.data.loader import make_loader
-from utils.errors import UserError
+
+__all__ = ("IMG_EXTENSIONS", "ClassificationDataError", "ClassificationDataset", "find_classes",
+           "image_folder_samples", "read_image", "training_loader", "create_classification_dataloader")
 
 IMAGENET_MEAN = 0.485, 0.456, 0.406  # RGB
 IMAGENET_STD = 0.229, 0.224, 0.225
-# the extensions torchvision's ImageFolder accepts (what official classification datasets hold)
-IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+CACHE_CHOICES = (None, False, True, "ram", "disk")
 
 
-class ClassificationDataError(UserError, ValueError):
-    pass
-
-
-def find_classes(root):
-    root = Path(root)
-    if not root.is_dir():
-        raise ClassificationDataError(f"{root}: classification data folder not found (expected {root}/<class>/<image>)")
-    classes = sorted(e.name for e in os.scandir(root) if e.is_dir())
-    if not classes:
-        raise ClassificationDataError(f"{root}: no class folders inside (expected {root}/<class>/<image>)")
-    return classes
-
-
-def image_folder_samples(root, classes):
-    """[(file, class index)] in ImageFolder's order: classes in order, each folder walked with sorted names."""
-    samples = []
-    for ci, c in enumerate(classes):
-        for dirpath, _, fnames in sorted(os.walk(Path(root) / c, followlinks=True)):
-            samples.extend((os.path.join(dirpath, f), ci) for f in sorted(fnames) if f.lower().endswith(IMG_EXTENSIONS))
-    if not samples:
-        raise ClassificationDataError(f"{root}: no images ({', '.join(IMG_EXTENSIONS)}) in its class folders")
-    return samples
+def read_image(f):
+    """The BGR uint8 image in file f, or one line naming it: it may be raised in a DataLoader worker, and the
+    entry script prints it as is (utils/classify/errors.py)."""
+    try:
+        buf = np.fromfile(f, np.uint8)
+    except OSError as e:
+        raise ClassificationDataError(f"{f}: cannot read image ({e.strerror or e}); remove or replace it") from None
+    if not buf.size:
+        raise ClassificationDataError(f"{f}: empty file (0 bytes), not an image; remove or replace it")
+    try:
+        im = cv2.imdecode(buf, cv2.IMREAD_COLOR)
+    except cv2.error:  # some decoders raise on damaged data instead of returning None
+        im = None
+    if im is None:
+        raise ClassificationDataError(f"{f}: not a readable image ({buf.size} bytes OpenCV cannot decode); remove or "
+                                      "replace it")
+    return im
 
 
 def center_crop(im, size):
@@ -73,38 +75,39 @@ def center_crop_uint8(im, size):
 class ClassificationDataset(torch.utils.data.Dataset):
     """Items (image, class index). The image is CHW float32 normalised (evaluation transforms), or with raw=True
     RGB uint8 CHW for the trainer (augment: the training transforms, else the evaluation crop).
-    cache: 'ram' (or True) keeps decoded images in memory; 'disk' keeps a .npy beside each image, as official."""
+    classes: the run's one class list (the training split's folders, or a model's names), which root's folders are
+    matched to by name (utils/classify/folders.py), `source` saying where it comes from; None: root's own folders.
+    cache: 'ram' (or True) keeps decoded images in memory; 'disk' keeps a keyed .npy per image
+    (utils/classify/npy_cache.py)."""
 
-    def __init__(self, root, imgsz=224, augment=False, cache=False, raw=False):
+    def __init__(self, root, imgsz=224, augment=False, cache=False, raw=False, classes=None, source=None):
         self.root = Path(root)
-        self.classes = find_classes(self.root)
+        if classes is None:
+            self.classes = find_classes(self.root)
+        else:
+            self.classes = list(classes)
+            source = source or "the training classes"
+            warn_missing_classes(self.root, missing_class_folders(self.root, self.classes, source), source)
         self.samples = image_folder_samples(self.root, self.classes)
         self.imgsz = imgsz
         self.augment, self.raw = bool(augment), bool(raw or augment)
+        if cache not in CACHE_CHOICES:
+            raise ClassificationDataError(f"--cache {cache}: give ram or disk (or leave --cache out)")
         self.cache_ram = cache is True or cache == "ram"
-        self.cache_disk = cache == "disk"
+        self.disk_cache = NpyImageCache() if cache == "disk" else None
         self.ims = [None] * len(self.samples)
 
     def __len__(self):
         return len(self.samples)
-
-    def _read(self, f):
-        im = cv2.imdecode(np.fromfile(f, np.uint8), cv2.IMREAD_COLOR)
-        if im is None:
-            raise ClassificationDataError(f"{f}: not a readable image; remove or replace it")
-        return im
 
     def load_image(self, i):
         f = self.samples[i][0]
         im = self.ims[i]
         if im is not None:
             return im
-        if self.cache_disk:
-            npy = Path(f).with_suffix(".npy")
-            if not npy.exists():
-                np.save(npy, self._read(f))
-            return np.load(npy)
-        im = self._read(f)
+        if self.disk_cache is not None:
+            return self.disk_cache.load(f, read_image)
+        im = read_image(f)
         if self.cache_ram:
             self.ims[i] = im
         return im
@@ -150,17 +153,19 @@ class _WithPaths(torch.utils.data.Dataset):
 
 
 def training_loader(path, imgsz=224, batch_size=64, augment=False, cache=False, workers=8, shuffle=False, seed=0,
-                    rank=0, world_size=1):
-    """(loader, dataset) for the trainer: uint8 RGB batches (collate_training); this rank's share under DDP."""
-    dataset = ClassificationDataset(path, imgsz=imgsz, augment=augment, cache=cache, raw=True)
+                    rank=0, world_size=1, classes=None, source=None):
+    """(loader, dataset) for the trainer: uint8 RGB batches (collate_training); this rank's share under DDP.
+    classes, source: the run's class list and where it comes from (see ClassificationDataset)."""
+    dataset = ClassificationDataset(path, imgsz=imgsz, augment=augment, cache=cache, raw=True, classes=classes,
+                                    source=source)
     loader = make_loader(_WithPaths(dataset), batch_size, workers=workers, shuffle=shuffle, seed=seed,
                          rank=max(rank, 0), world_size=world_size, collate=collate_training)
     return loader, dataset
 
 
 def create_classification_dataloader(path, imgsz=224, batch_size=16, augment=False, cache=False, rank=-1, workers=8,
-                                     shuffle=False, seed=0):
-    dataset = ClassificationDataset(path, imgsz=imgsz, augment=augment, cache=cache)
+                                     shuffle=False, seed=0, classes=None, source=None):
+    dataset = ClassificationDataset(path, imgsz=imgsz, augment=augment, cache=cache, classes=classes, source=source)
     loader = make_loader(dataset, batch_size, workers=workers, shuffle=shuffle, seed=seed,
                          collate=collate_classification)
     return loader

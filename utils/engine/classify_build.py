@@ -2,7 +2,8 @@
 checkpoint writer, run folder, loggers and resume as detection.
 
 What differs from build_training() (detection), as official classify/train.py has it:
-* data: an ImageFolder root with train/ and val/ (or test/); the class count is the number of train/ folders;
+* data: an ImageFolder root with train/ and val/ (or test/); the class list is train/'s visible folders, and val/
+  is labelled with it by folder name (a folder val/ lacks: a warning; one train/ lacks: one line, see split_classes);
 * model: --model, a classification checkpoint (its head resized to the class count), a detection checkpoint cut
   at --cutoff (default 10) into a ClassificationModel, or (beyond official: offline, from scratch) a detection
   model YAML cut the same way; --pretrained False re-initialises every layer, --dropout sets the head's dropout;
@@ -21,6 +22,7 @@ from models.tasks import ClassificationModel, Classify
 from models.yolo import DetectionModel
 from utils.backend import nn
 from utils.classify.dataset import ClassificationDataError, find_classes
+from utils.classify.folders import missing_class_folders, quoted
 from utils.data import EarlyStartLoader
 from utils.distributed import DistContext, ddp
 from utils.distributed.collectives import main_process_first
@@ -53,6 +55,35 @@ def dataset_splits(data):
             raise TrainingError(f"--data {data}: no {split.name}/ folder inside; an ImageFolder dataset root holds "
                                 "train/<class>/<image> and val/<class>/<image> (or test/).")
     return root, train, val
+
+
+def split_classes(train_dir, val_dir):
+    """(names, source): the run's one class list, train/'s visible folders, and how messages name it. val_dir's
+    folders are labelled by name with it; a folder there that train/ lacks stops here with one line (a missing one is
+    the val dataset's warning)."""
+    try:
+        names = find_classes(train_dir)
+        source = f"train/ ({train_dir})"
+        missing_class_folders(val_dir, names, source)
+    except ClassificationDataError as e:
+        raise TrainingError(str(e)) from None
+    return names, source
+
+
+def check_resumed_classes(model, names, weights):
+    """A resumed run's head was trained on its checkpoint's classes: train/ must still hold exactly those, in that
+    order, or every label would be scored against another class."""
+    saved = getattr(model, "names", None)
+    if isinstance(saved, dict):
+        saved = [saved[k] for k in sorted(saved)]
+    if saved is None or [str(n) for n in saved] == [str(n) for n in names]:
+        return
+    gone = [n for n in saved if n not in set(names)]
+    new = [n for n in names if n not in set(saved)]
+    what = "; ".join(x for x in (f"gone: {quoted(gone)}" if gone else "", f"new: {quoted(new)}" if new else "") if x)
+    raise TrainingError(f"--resume: {weights} was trained on {len(saved)} classes and train/ now holds {len(names)} "
+                        f"({what or 'same names, another order'}); resume needs the same class folders; start a new "
+                        "run with --model instead.")
 
 
 def check_model_arg(name):
@@ -124,10 +155,7 @@ def build_classification_training(opt, hyp, device, dist=None, task_plugin=CLASS
     set_seed(process_seed(opt.seed, dist), deterministic=True)  # official: seed + 1 + RANK
     root, train_dir, val_dir = dataset_splits(opt.data)
     task = dataclasses.replace(task_plugin, val_split=val_dir.name)  # results.csv's val/loss or test/loss
-    try:
-        names = find_classes(train_dir)
-    except ClassificationDataError as e:
-        raise TrainingError(str(e)) from None
+    names, source = split_classes(train_dir, val_dir)
     nc = len(names)
     hyp = {"lr0": float(opt.lr0), "lrf": LRF, "momentum": MOMENTUM, "weight_decay": float(opt.decay),
            "label_smoothing": float(opt.label_smoothing)}
@@ -137,6 +165,7 @@ def build_classification_training(opt, hyp, device, dist=None, task_plugin=CLASS
     ckpt = read_resume_checkpoint(opt.weights, task.build_model) if opt.resume else None
     if ckpt is not None:
         model = ckpt["model"]
+        check_resumed_classes(model, names, opt.weights)
         for p in model.parameters():
             p.requires_grad_(True)
     else:
@@ -166,12 +195,14 @@ def build_classification_training(opt, hyp, device, dist=None, task_plugin=CLASS
     with main_process_first(dist):
         train_loader, dataset = task.build_dataloader(
             train_dir, imgsz=opt.imgsz, batch_size=bs, augment=True, cache=opt.cache, workers=workers,
-            shuffle=True, seed=opt.seed, rank=dist.rank if dist.distributed else 0, world_size=dist.world_size)
+            shuffle=True, seed=opt.seed, rank=dist.rank if dist.distributed else 0, world_size=dist.world_size,
+            classes=names, source=source)
     train_loader = EarlyStartLoader(train_loader)
     val_loader = None
     if dist.is_main:
         val_loader = EarlyStartLoader(task.build_dataloader(val_dir, imgsz=opt.imgsz, batch_size=bs * 2,
-                                                            augment=False, cache=opt.cache, workers=workers)[0])
+                                                            augment=False, cache=opt.cache, workers=workers,
+                                                            classes=names, source=source)[0])
     if ckpt is None and not dist.distributed:  # epoch 0's order is settled: its first batches load during set-up
         train_loader.sampler.set_epoch(0)
         train_loader.start()
