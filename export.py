@@ -25,13 +25,18 @@ paddlepaddle, pnnx + ncnn, coremltools). A checkpoint trained under OneFlow is t
 Then: python detect.py --weights yolov5n.onnx, python val.py --weights yolov5n-fp16.tflite (models/multibackend.py;
 TensorFlow, Paddle and NCNN models run in .venv-tf).
 
+Nothing written before is lost: every file is written under a temporary name and renamed over the earlier export
+only when complete, and a model folder is built in a temporary folder whose files are then renamed into it (files a
+user keeps in that folder stay). A format that fails, or whose options are refused (refused before anything is
+written), says so in one line, leaves its earlier export byte for byte, and makes the exit status 1.
+
 Segmentation and classification checkpoints (*-seg.pt, *-cls.pt) export to TorchScript, ONNX and OpenVINO, as
 official: a segmentation ONNX model has the outputs 'output0' (1, anchors, 5 + nc + 32) and 'output1', the prototypes
 (1, 32, h/4, w/4); a classifier's, 'output0' (1, nc). segment/val.py, segment/predict.py, classify/val.py and
 classify/predict.py run them.
 """
-import shutil
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -71,27 +76,38 @@ def _size_mb(path):
     return p.stat().st_size / 1e6 if p.exists() else 0.0
 
 
-def _remove(path):
-    p = Path(path)
-    if p.is_dir():
-        shutil.rmtree(p, ignore_errors=True)
-    elif p.exists():
-        p.unlink()
-
-
-def _attempt(prefix, target, fn):
-    """Run one format's writer: one line with the time and size on success; on failure one line with the reason,
-    the partly written file removed, and None (the other formats still export, as in ultralytics)."""
+def _attempt(prefix, fn):
+    """Run one format's writer: one line with the time and size on success; on failure one line with the reason
+    and None (the other formats still export, as in ultralytics). The writers write through utils/atomic_files.py,
+    so a failure leaves that format's earlier export as it was: nothing is removed here."""
     t = time.time()
     try:
         f = fn()
         LOGGER.info(f"{prefix} export success ✅ {time.time() - t:.1f}s, saved as {f} ({_size_mb(f):.1f} MB)")
         return f
     except Exception as e:
-        _remove(target)
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        LOGGER.info(f"{prefix} export failure ❌ {time.time() - t:.1f}s: {reason}")
+        _report_failure(prefix, t, e)
         return None
+
+
+def _report_failure(prefix, t, e):
+    reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    LOGGER.info(f"{prefix} export failure ❌ {time.time() - t:.1f}s: {reason}")
+
+
+def refused_options(include, int8=False, half=False, mlmodel=False, opset=17):
+    """{format: reason} for the requested formats whose options cannot be honoured here: refused, each in one line,
+    before anything is written (an export that cannot succeed must not start)."""
+    from utils.export.to_coreml import INT8_MLMODEL_REFUSAL
+    from utils.export.to_ncnn import HALF_REFUSAL as NCNN_HALF
+    from utils.export.to_onnx import opset_refusal
+    from utils.export.to_openvino import INT8_REFUSAL
+    from utils.export.to_tensorflow import HALF_REFUSAL as TF_HALF
+    bad_opset = opset_refusal(opset) if "onnx" in include or "openvino" in include else None
+    rules = {"onnx": bad_opset, "openvino": (int8 and INT8_REFUSAL) or bad_opset,
+             "coreml": int8 and mlmodel and INT8_MLMODEL_REFUSAL, "ncnn": half and NCNN_HALF,
+             **{x: half and TF_HALF for x in ("saved_model", "pb", "tflite", "tfjs")}}
+    return {x: rules[x] for x in include if rules.get(x)}
 
 
 def run(data=ROOT / "data/coco128.yaml", weights=ROOT / "yolov5s.pt", imgsz=(640, 640), batch_size=1, device="cpu",
@@ -127,12 +143,19 @@ def export_checkpoint(weights, imgsz=(640, 640), batch_size=1, device="cpu", inc
     if not file.is_file():
         raise UserError(f"--weights {file}: file not found; pass the path of a .pt checkpoint")
 
+    written, failed = [], []
+    refused = refused_options(include, int8=int8, half=half, mlmodel=mlmodel, opset=opset)  # before any work
+    for x, reason in refused.items():
+        LOGGER.info(f"{colorstr(format_name(x) + ':')} export failure ❌ {reason}")
+        failed.append(x)
+    include = [x for x in include if x not in failed]
+    if not any(x in WRITTEN_HERE for x in include):  # nothing left to write here: the model need not even load
+        return [], failed, [x for x in include if x not in WRITTEN_HERE]
     prepared = prepare(file, device=device, imgsz=imgsz, batch_size=batch_size, half=half, inplace=inplace,
                        dynamic=dynamic, optimize=optimize)
     LOGGER.info(f"\n{colorstr('PyTorch:')} starting from {file} with output shape {prepared.output_shape} "
                 f"({_size_mb(file):.1f} MB)")
 
-    written, failed = [], []
     unavailable = [x for x in include if x not in WRITTEN_HERE]
     if prepared.task != "detect":  # segmentation and classification: the formats below only, each other one line
         if nms:
@@ -145,20 +168,14 @@ def export_checkpoint(weights, imgsz=(640, 640), batch_size=1, device="cpu", inc
         include = [x for x in include if x not in failed]
     warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)  # shape-dependent Python branches are fixed
     if "torchscript" in include:
-        f = _attempt(colorstr("TorchScript:"), file.with_suffix(".torchscript"),
-                     lambda: export_torchscript(prepared, file, optimize))
+        f = _attempt(colorstr("TorchScript:"), lambda: export_torchscript(prepared, file, optimize))
         written.append(f) if f else failed.append("torchscript")
     onnx_file = None
-    if "onnx" in include or "openvino" in include:  # OpenVINO is converted from the ONNX file
-        onnx_file = _attempt(colorstr("ONNX:"), file.with_suffix(".onnx"),
-                             lambda: export_onnx(prepared, file, opset, dynamic, simplify, nms=nms))
-        if "onnx" in include:
-            written.append(onnx_file) if onnx_file else failed.append("onnx")
+    if "onnx" in include:
+        onnx_file = _attempt(colorstr("ONNX:"), lambda: export_onnx(prepared, file, opset, dynamic, simplify, nms=nms))
+        written.append(onnx_file) if onnx_file else failed.append("onnx")
     if "openvino" in include:
-        target = file.with_name(f"{file.stem}_openvino_model")
-        meta = {**prepared.metadata, "nms": True} if nms else prepared.metadata
-        f = _attempt(colorstr("OpenVINO:"), target, lambda: export_openvino(file, meta, half, int8)) \
-            if onnx_file else None
+        f = _export_openvino(prepared, file, onnx_file, half, opset, dynamic, simplify, nms)
         written.append(f) if f else failed.append("openvino")
     _export_with_converters(prepared, file, include, written, failed, int8=int8, data=data, mlmodel=mlmodel,
                             half=half, opset=opset)
@@ -178,55 +195,75 @@ def export_checkpoint(weights, imgsz=(640, 640), batch_size=1, device="cpu", inc
     return written, failed, unavailable
 
 
+def _export_openvino(prepared, file, onnx_file, half, opset, dynamic, simplify, nms):
+    """OpenVINO is converted from ONNX: from onnx_file, the <stem>.onnx this export just wrote, else from one written
+    into a temporary folder (an --include openvino export leaves a user's <stem>.onnx alone)."""
+    meta = {**prepared.metadata, "nms": True} if nms else prepared.metadata
+    if onnx_file:
+        return _attempt(colorstr("OpenVINO:"), lambda: export_openvino(file, meta, half, onnx_file=onnx_file))
+    with tempfile.TemporaryDirectory(prefix="yolo-openvino-") as work:
+        t = time.time()
+        try:
+            onnx_file = export_onnx(prepared, Path(work) / file.name, opset, dynamic, simplify, nms=nms)
+        except Exception as e:
+            _report_failure(colorstr("OpenVINO:"), t, e)
+            return None
+        return _attempt(colorstr("OpenVINO:"), lambda: export_openvino(file, meta, half, onnx_file=onnx_file))
+
+
 def _export_with_converters(prepared, file, include, written, failed, int8, data, mlmodel, half, opset):
     """The formats of the converters' environment (make setup-tf): each one line, as the formats above."""
     # Paddle first: it segfaults when it loads into a process that has TensorFlow (which coremltools imports too)
     if "paddle" in include:
         from utils.export.to_paddle import export_paddle
-        f = _attempt(colorstr("PaddlePaddle:"), file.with_name(f"{file.stem}_paddle_model"),
-                     lambda: export_paddle(prepared, file))
+        f = _attempt(colorstr("PaddlePaddle:"), lambda: export_paddle(prepared, file))
         written.append(f) if f else failed.append("paddle")
     if "ncnn" in include:
         from utils.export.to_ncnn import export_ncnn
-        f = _attempt(colorstr("NCNN:"), file.with_name(f"{file.stem}_ncnn_model"), lambda: export_ncnn(prepared, file))
+        f = _attempt(colorstr("NCNN:"), lambda: export_ncnn(prepared, file))
         written.append(f) if f else failed.append("ncnn")
     if "coreml" in include:
         from utils.export.to_coreml import export_coreml
-        target = file.with_suffix(".mlmodel" if mlmodel else ".mlpackage")
-        f = _attempt(colorstr("CoreML:"), target, lambda: export_coreml(prepared, file, mlmodel, int8, half))
+        f = _attempt(colorstr("CoreML:"), lambda: export_coreml(prepared, file, mlmodel, int8, half))
         written.append(f) if f else failed.append("coreml")
     tf_formats = [x for x in ("saved_model", "pb", "tflite", "tfjs") if x in include]
-    if tf_formats:  # one onnx2tf conversion gives the SavedModel and the TFLite files; pb and tfjs are made from it
-        from utils.export.to_tensorflow import export_graphdef, export_tensorflow
-        saved = file.with_name(f"{file.stem}_saved_model")
-        tf = _attempt(colorstr("TensorFlow SavedModel:"), saved,
-                      lambda: export_tensorflow(prepared, file, int8="tflite" in include and int8, data=data,
-                                                opset=opset)["saved_model"])
-        tflite = {k: file.with_name(f"{file.stem}-{k}.tflite") for k in ("fp16", "fp32", "int8")}
-        if tf and "tflite" in include:
-            for k, f in tflite.items():
-                if f.exists():
-                    LOGGER.info(f"{colorstr('TensorFlow Lite:')} export success ✅ saved as {f} "
-                                f"({_size_mb(f):.1f} MB)")
-                    written.append(f)
-        else:
-            for f in tflite.values():  # written by the same conversion; not asked for
-                _remove(f)
-        if "tflite" in include and not tf:
+    if tf_formats:  # one onnx2tf conversion (in a work folder) gives the SavedModel and the TFLite files; pb and tfjs
+        # are made from its SavedModel; only the formats asked for are installed beside the weights
+        with tempfile.TemporaryDirectory(prefix="yolo-tf-") as work:
+            _install_tensorflow(prepared, file, tf_formats, Path(work), written, failed, int8, data, opset)
+
+
+def _install_tensorflow(prepared, file, tf_formats, work, written, failed, int8, data, opset):
+    from utils.export.install import install_file, install_folder
+    from utils.export.to_tensorflow import convert_tensorflow, export_graphdef
+    t = time.time()
+    try:
+        converted = convert_tensorflow(prepared, work, int8="tflite" in tf_formats and int8, data=data, opset=opset)
+    except Exception as e:  # the SavedModel conversion every TensorFlow format needs: one line, each one failed
+        _report_failure(colorstr("TensorFlow SavedModel:"), t, e)
+        failed.extend(tf_formats)
+        return
+    if "saved_model" in tf_formats:
+        f = _attempt(colorstr("TensorFlow SavedModel:"),
+                     lambda: install_folder(converted["saved_model"], file.with_name(f"{file.stem}_saved_model")))
+        written.append(f) if f else failed.append("saved_model")
+    if "pb" in tf_formats:
+        f = _attempt(colorstr("TensorFlow GraphDef:"), lambda: export_graphdef(converted["saved_model"], file))
+        written.append(f) if f else failed.append("pb")
+    if "tflite" in tf_formats:
+        tflite_ok = True
+        for k in ("fp16", "fp32", "int8"):
+            if k in converted:
+                f = _attempt(colorstr("TensorFlow Lite:"),
+                             lambda k=k: install_file(converted[k], file.with_name(f"{file.stem}-{k}.tflite")))
+                written.append(f) if f else None
+                tflite_ok &= f is not None
+        if not tflite_ok:
             failed.append("tflite")
-        if "pb" in include:
-            f = _attempt(colorstr("TensorFlow GraphDef:"), file.with_suffix(".pb"),
-                         lambda: export_graphdef(saved, file)) if tf else None
-            written.append(f) if f else failed.append("pb")
-        if "tfjs" in include:
-            from utils.export.to_tfjs import export_tfjs
-            f = _attempt(colorstr("TensorFlow.js:"), file.with_name(f"{file.stem}_web_model"),
-                         lambda: export_tfjs(saved, file, prepared.metadata)) if tf else None
-            written.append(f) if f else failed.append("tfjs")
-        if "saved_model" in include:
-            written.append(tf) if tf else failed.append("saved_model")
-        elif tf:
-            _remove(saved)
+    if "tfjs" in tf_formats:
+        from utils.export.to_tfjs import export_tfjs
+        f = _attempt(colorstr("TensorFlow.js:"), lambda: export_tfjs(converted["saved_model"], file, prepared.metadata))
+        written.append(f) if f else failed.append("tfjs")
 
 
 def parse_opt(argv=None):

@@ -2,6 +2,8 @@
 names, and for fixed-size graphs the export's imgsz and batch."""
 import yaml
 
+from utils.atomic_files import write_text
+
 
 def read_folder_meta(path):
     """-> the dict in metadata.yaml at `path`, {} when there is none (a folder written by another tool)."""
@@ -21,5 +23,4 @@ def write_folder_meta(folder, metadata, im=None):
     meta = dict(metadata)
     if im is not None:
         meta.update(imgsz=[int(x) for x in im.shape[2:]], batch=int(im.shape[0]))
-    with open(folder / "metadata.yaml", "w") as f:
-        yaml.safe_dump(meta, f, sort_keys=False)
+    write_text(folder / "metadata.yaml", yaml.safe_dump(meta, sort_keys=False))

@@ -1,10 +1,16 @@
 """CoreML (<stem>.mlpackage, an ML program; <stem>.mlmodel, a neural network, with --mlmodel), converted by
 coremltools from torch.export's graph (ultralytics converts the traced TorchScript one): input 'image' (an RGB
 image scaled by 1/255), output the predictions. coremltools converts on Linux; running the model needs macOS, so DetectMultiBackend names
-that in one line. --half/--int8 quantise the weights (fp16 / 8-bit linear)."""
+that in one line. --half/--int8 quantise the weights (fp16 / 8-bit linear). The model is saved under a temporary
+name (a .mlpackage into a temporary folder whose files are then renamed into place) so that a failed export leaves
+the earlier one as it was."""
 import warnings
 
+from utils.atomic_files import output_folder, output_path
 from utils.export.prepare import ExportError
+
+INT8_MLMODEL_REFUSAL = ("--int8 --mlmodel: quantising a neural-network .mlmodel needs macOS; export an .mlpackage "
+                        "(drop --mlmodel)")
 
 
 def export_coreml(prepared, file, mlmodel=False, int8=False, half=False):
@@ -35,12 +41,12 @@ def export_coreml(prepared, file, mlmodel=False, int8=False, half=False):
                               ct.precision.FLOAT32 if not mlmodel else None)
         if int8:
             if mlmodel:
-                raise ExportError("--int8 --mlmodel: quantising a neural-network .mlmodel needs macOS; export an "
-                                  ".mlpackage (drop --mlmodel)")
+                raise ExportError(INT8_MLMODEL_REFUSAL)  # export.py refuses it before converting
             import coremltools.optimize.coreml as cto
             config = cto.OptimizationConfig(global_config=cto.OpLinearQuantizerConfig(mode="linear_symmetric"))
             ct_model = cto.linear_quantize_weights(ct_model, config)
     ct_model.short_description = f"YOLOv5 {file.stem}"
     ct_model.user_defined_metadata.update({k: str(v) for k, v in prepared.metadata.items()})
-    ct_model.save(str(f))
+    with (output_path(f) if mlmodel else output_folder(f)) as tmp:  # tmp keeps the suffix coremltools checks
+        ct_model.save(str(tmp))
     return f

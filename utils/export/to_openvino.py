@@ -1,10 +1,15 @@
-"""OpenVINO IR (<stem>_openvino_model/<stem>.xml + .bin + <stem>.yaml metadata), converted from the ONNX file
-written just before, as ultralytics does."""
+"""OpenVINO IR (<stem>_openvino_model/<stem>.xml + .bin + <stem>.yaml metadata), converted from an ONNX file, as
+ultralytics does. The IR is built in a temporary folder and its files renamed into the model folder on success
+(utils/atomic_files.output_folder): a failed conversion leaves the earlier folder as it was, and files a user put
+in the folder stay."""
 import sys
 
 import yaml
 
+from utils.atomic_files import output_folder, write_text
 from utils.export.prepare import ExportError
+
+INT8_REFUSAL = "--int8 OpenVINO export needs nncf and a calibration dataset, not available here; export without --int8"
 
 
 def import_openvino():
@@ -24,18 +29,17 @@ def import_openvino():
     return openvino
 
 
-def export_openvino(file, metadata, half=False, int8=False):
+def export_openvino(file, metadata, half=False, int8=False, onnx_file=None):
+    """-> <stem>_openvino_model/ beside file, converted from onnx_file (default: <stem>.onnx beside file)."""
+    if int8:  # export.py refuses it before writing anything; kept for direct callers
+        raise ExportError(INT8_REFUSAL)
     try:
         ov = import_openvino()
     except ImportError as e:
         raise ExportError(f"OpenVINO export needs the openvino package ({e}): pip install openvino") from None
-    if int8:
-        raise ExportError("--int8 OpenVINO export needs nncf and a calibration dataset, not available here; "
-                          "export without --int8")
     d = file.with_name(f"{file.stem}_openvino_model")
-    d.mkdir(parents=True, exist_ok=True)
-    ov_model = ov.Core().read_model(str(file.with_suffix(".onnx")))
-    ov.save_model(ov_model, str(d / f"{file.stem}.xml"), compress_to_fp16=half)
-    with open(d / f"{file.stem}.yaml", "w") as f:
-        yaml.safe_dump(metadata, f, sort_keys=False)
+    ov_model = ov.Core().read_model(str(onnx_file or file.with_suffix(".onnx")))
+    with output_folder(d) as tmp:
+        ov.save_model(ov_model, str(tmp / f"{file.stem}.xml"), compress_to_fp16=half)
+        write_text(tmp / f"{file.stem}.yaml", yaml.safe_dump(metadata, sort_keys=False))
     return d

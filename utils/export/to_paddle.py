@@ -3,13 +3,19 @@
 TensorFlow/converters environment (`make setup-tf`), which has paddlepaddle and x2paddle.
 
 x2paddle 1.6 (its latest) reads two names that onnx 1.19 removed: onnx.version.version and onnx.mapping's
-TENSOR_TYPE_TO_NP_TYPE; both are supplied from their current equivalents while it runs."""
+TENSOR_TYPE_TO_NP_TYPE; both are supplied from their current equivalents while it runs.
+
+x2paddle works in a temporary folder; its inference model is installed into <stem>_paddle_model/ only when complete
+(utils/atomic_files.output_folder), so a failed conversion leaves the earlier folder as it was."""
 import contextlib
 import io
 import shutil
 import sys
+import tempfile
 import types
+from pathlib import Path
 
+from utils.atomic_files import output_folder
 from utils.export.folder_meta import write_folder_meta
 from utils.export.prepare import ExportError
 
@@ -65,18 +71,16 @@ def export_paddle(prepared, file):
                           "first (export.py does)")
     from utils.export.to_onnx import export_onnx
     d = file.with_name(f"{file.stem}_paddle_model")
-    shutil.rmtree(d, ignore_errors=True)
-    work = d.with_name(d.name + ".x2paddle")
-    work.mkdir(parents=True, exist_ok=True)
-    with _onnx_names_x2paddle_reads(), contextlib.redirect_stdout(io.StringIO()):
-        onnx_file = export_onnx(prepared, work / "model.pt", opset=12, simplify=True)  # x2paddle maps opsets <= 15
-        _strip_unit_dilations(onnx_file)
-        onnx2paddle(str(onnx_file), str(work), convert_to_lite=False, disable_feedback=True)  # feedback: a web call
-    inference = work / "inference_model"
-    if not inference.is_dir():
-        shutil.rmtree(work, ignore_errors=True)
-        raise ExportError("x2paddle wrote no inference model (its log above says why)")
-    shutil.move(str(inference), d)
-    shutil.rmtree(work, ignore_errors=True)
-    write_folder_meta(d, prepared.metadata, prepared.im)  # x2paddle's graph reshapes to the export batch and size
+    with tempfile.TemporaryDirectory(prefix="yolo-x2paddle-") as tmp:
+        work = Path(tmp)
+        with _onnx_names_x2paddle_reads(), contextlib.redirect_stdout(io.StringIO()):
+            onnx_file = export_onnx(prepared, work / "model.pt", opset=12, simplify=True)  # x2paddle maps opsets <= 15
+            _strip_unit_dilations(onnx_file)
+            onnx2paddle(str(onnx_file), str(work), convert_to_lite=False, disable_feedback=True)  # feedback: a web call
+        inference = work / "inference_model"
+        if not inference.is_dir():
+            raise ExportError("x2paddle wrote no inference model (its log above says why)")
+        with output_folder(d) as out:
+            shutil.copytree(inference, out, dirs_exist_ok=True)
+            write_folder_meta(out, prepared.metadata, prepared.im)  # x2paddle's graph reshapes to the export batch
     return d

@@ -11,17 +11,19 @@ pixels and probabilities in one scale would lose the probabilities). Written bes
     <stem>-fp16.tflite       the official TFLite file: fp16 weights, fp32 arithmetic
     <stem>-fp32.tflite       fp32 throughout
     <stem>-int8.tflite       with --int8: int8 weights and activations calibrated on --data images, float input/output
-Each .tflite carries the metadata as ultralytics does (utils/export/tflite_meta.py)."""
+Each .tflite carries the metadata as ultralytics does (utils/export/tflite_meta.py). The conversion runs in a work
+folder; export.py then installs the formats asked for (utils/export/install.py), so an export that fails, or that
+asks for one of these formats only, leaves the others' earlier files as they were."""
 import contextlib
 import io
 import os
 import shutil
-import tempfile
 from copy import deepcopy
 from pathlib import Path
 
 import numpy as np
 
+from utils.atomic_files import output_path
 from utils.export.folder_meta import write_folder_meta
 from utils.export.prepare import ExportError, Prepared
 from utils.export.tflite_meta import append_tflite_metadata
@@ -71,48 +73,49 @@ def sample_images(data, size, n):
     return np.concatenate([ims] * -(-n // len(ims)))[:n]  # repeated up to n when the set is smaller
 
 
-def export_tensorflow(prepared, file, int8=False, data=None, opset=17):
-    """-> {'saved_model': dir, 'fp16': file, 'fp32': file, 'int8': file or absent}, all beside `file`."""
+HALF_REFUSAL = "TensorFlow exports are written in fp32 (TFLite's fp16 file is always written): drop --half"
+
+
+def convert_tensorflow(prepared, work, int8=False, data=None, opset=17):
+    """One onnx2tf conversion into the folder `work` (nothing beside the weights is touched; export.py installs
+    what was asked for with utils/export/install.py) -> {'saved_model': folder (with metadata.yaml), 'fp16': file,
+    'fp32': file, 'int8': file (with int8 only)}, each .tflite carrying the metadata."""
     onnx2tf = require_onnx2tf()
     if prepared.im.dtype != np.float32 and str(prepared.im.dtype) != "torch.float32":
-        raise ExportError("TensorFlow exports are written in fp32 (TFLite's fp16 file is always written): drop --half")
-    saved = file.with_name(f"{file.stem}_saved_model")
-    shutil.rmtree(saved, ignore_errors=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        onnx_file = _onnx_for_tf(prepared, work, opset)
-        kwargs = {}
-        if int8:
-            from utils.export.calibration import calibration_images
-            calib = calibration_images(data, tuple(prepared.im.shape[2:]))
-            np.save(work / "calib.npy", calib)
-            # mean 0, std 1: the images are already the model's input ([0, 1] RGB)
-            kwargs = dict(output_integer_quantized_tflite=True, quant_type="per-channel",
-                          custom_input_op_name_np_data_path=[["images", str(work / "calib.npy"), [[[[0, 0, 0]]]],
-                                                              [[[[1, 1, 1]]]]]])
-        # onnx2tf checks its layout choices on 20 sample images it downloads unless the working folder has them:
-        # give it pictures from --data (else the project's own), as that file's shape
-        samples = sample_images(data, (128, 128), 20)
-        np.save(work / "calibration_image_sample_data_20x128x128x3_float32.npy", samples)
-        with contextlib.chdir(work):
-            onnx2tf.convert(input_onnx_file_path=str(onnx_file), output_folder_path=str(work / "tf"),
-                            not_use_onnxsim=True, output_signaturedefs=True, verbosity="error", **kwargs)
-        out = work / "tf"
-        written = {}
-        for key, name in (("fp32", "model_float32.tflite"), ("fp16", "model_float16.tflite"),
-                          ("int8", "model_integer_quant.tflite")):
-            src = out / name
-            if src.exists() and (key != "int8" or int8):
-                dst = file.with_name(f"{file.stem}-{key}.tflite")
-                shutil.move(str(src), dst)
-                append_tflite_metadata(dst, prepared.metadata)
-                written[key] = dst
-        for f in out.glob("*.tflite"):  # the other quantised variants onnx2tf writes alongside
-            f.unlink()
-        shutil.move(str(out), saved)
-    write_folder_meta(saved, prepared.metadata)
-    written["saved_model"] = saved
-    return written
+        raise ExportError(HALF_REFUSAL)
+    work = Path(work)
+    onnx_file = _onnx_for_tf(prepared, work, opset)
+    kwargs = {}
+    if int8:
+        from utils.export.calibration import calibration_images
+        calib = calibration_images(data, tuple(prepared.im.shape[2:]))
+        np.save(work / "calib.npy", calib)  # a work file of this conversion
+        # mean 0, std 1: the images are already the model's input ([0, 1] RGB)
+        kwargs = dict(output_integer_quantized_tflite=True, quant_type="per-channel",
+                      custom_input_op_name_np_data_path=[["images", str(work / "calib.npy"), [[[[0, 0, 0]]]],
+                                                          [[[[1, 1, 1]]]]]])
+    # onnx2tf checks its layout choices on 20 sample images it downloads unless the working folder has them: give
+    # it pictures from --data (else the project's own), as that file's shape
+    samples = sample_images(data, (128, 128), 20)
+    np.save(work / "calibration_image_sample_data_20x128x128x3_float32.npy", samples)
+    with contextlib.chdir(work):
+        onnx2tf.convert(input_onnx_file_path=str(onnx_file), output_folder_path=str(work / "tf"),
+                        not_use_onnxsim=True, output_signaturedefs=True, verbosity="error", **kwargs)
+    out = work / "tf"
+    converted = {}
+    for key, name in (("fp32", "model_float32.tflite"), ("fp16", "model_float16.tflite"),
+                      ("int8", "model_integer_quant.tflite")):
+        src = out / name
+        if src.exists() and (key != "int8" or int8):
+            dst = work / f"{key}.tflite"
+            shutil.move(str(src), dst)
+            append_tflite_metadata(dst, prepared.metadata)
+            converted[key] = dst
+    for f in out.glob("*.tflite"):  # the other quantised variants onnx2tf writes alongside (work files)
+        f.unlink()
+    write_folder_meta(out, prepared.metadata)
+    converted["saved_model"] = out
+    return converted
 
 
 def export_graphdef(saved_model, file):
@@ -131,5 +134,6 @@ def export_graphdef(saved_model, file):
 
     frozen = convert_variables_to_constants_v2(serve.get_concrete_function())
     f = file.with_suffix(".pb")
-    tf.io.write_graph(frozen.graph.as_graph_def(), str(f.parent), f.name, as_text=False)
+    with output_path(f) as tmp:
+        tf.io.write_graph(frozen.graph.as_graph_def(), str(tmp.parent), tmp.name, as_text=False)
     return f

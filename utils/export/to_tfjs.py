@@ -6,12 +6,15 @@ is written here: model.json holds the GraphDef as JSON (modelTopology) with ever
 weights file, listed in order in weightsManifest (name, shape, dtype; little-endian float32/int32 as tfjs reads them).
 The graph is the frozen one (utils/export/to_tensorflow.export_graphdef): input x (NHWC, [0, 1]), output xywh
 normalised like the other TensorFlow formats. TF.js models run in a browser or Node.js; read_tfjs_graph() reads the
-folder back into a GraphDef, which is how the tests check it."""
+folder back into a GraphDef, which is how the tests check it. The folder is built in a temporary one and its files
+renamed into place on success (utils/atomic_files.output_folder): a failure leaves the earlier export as it was."""
 import json
-import shutil
+import tempfile
+from pathlib import Path
 
 import numpy as np
 
+from utils.atomic_files import output_folder
 from utils.export.prepare import ExportError
 
 _VALUE_FIELDS = ("tensor_content", "float_val", "double_val", "int_val", "int64_val", "bool_val", "half_val",
@@ -26,14 +29,10 @@ def export_tfjs(saved_model, file, metadata):
 
     from utils.export.to_tensorflow import export_graphdef
     d = file.with_name(f"{file.stem}_web_model")
-    shutil.rmtree(d, ignore_errors=True)
-    d.mkdir(parents=True)
-    pb = export_graphdef(saved_model, d / "frozen.pt")  # d/frozen.pb, removed below
-    gd = tf.compat.v1.GraphDef()
-    gd.ParseFromString(pb.read_bytes())
-    pb.unlink()
-    if gd.library.function:
-        raise ExportError("the frozen graph still calls functions, which TF.js graph models cannot hold")
+    with tempfile.TemporaryDirectory(prefix="yolo-tfjs-") as work:
+        pb = export_graphdef(saved_model, Path(work) / "frozen.pt")  # work/frozen.pb
+        gd = tf.compat.v1.GraphDef()
+        gd.ParseFromString(pb.read_bytes())
     weights, blobs = [], []
     for node in gd.node:
         if node.op != "Const":
@@ -49,7 +48,6 @@ def export_tfjs(saved_model, file, metadata):
         blobs.append(np.ascontiguousarray(value).astype(value.dtype.newbyteorder("<")).tobytes())
         for field in _VALUE_FIELDS:
             node.attr["value"].tensor.ClearField(field)
-    (d / SHARD).write_bytes(b"".join(blobs))
     model = {
         "format": "graph-model",
         "generatedBy": tf.__version__,
@@ -59,8 +57,9 @@ def export_tfjs(saved_model, file, metadata):
         "modelTopology": MessageToDict(gd),
         "weightsManifest": [{"paths": [SHARD], "weights": weights}],
     }
-    with open(d / "model.json", "w") as f:
-        json.dump(model, f)
+    with output_folder(d) as tmp:  # written in a temporary folder, renamed into d on success
+        (tmp / SHARD).write_bytes(b"".join(blobs))
+        (tmp / "model.json").write_text(json.dumps(model))
     return d
 
 

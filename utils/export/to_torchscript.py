@@ -1,8 +1,10 @@
 """TorchScript: a traced graph with the official metadata in the archive's extra file config.txt
-({"shape": [b, c, h, w], "stride": s, "names": {...}}), which DetectMultiBackend reads back."""
+({"shape": [b, c, h, w], "stride": s, "names": {...}}), which DetectMultiBackend reads back. Saved under a
+temporary name and renamed over <stem>.torchscript when complete."""
 import json
 import warnings
 
+from utils.atomic_files import output_path
 from utils.backend import require_pytorch
 
 
@@ -14,9 +16,10 @@ def export_torchscript(prepared, file, optimize=False):
         ts = torch.jit.trace(prepared.model, prepared.im, strict=False)
     meta = {"shape": list(prepared.im.shape), **prepared.metadata}
     extra_files = {"config.txt": json.dumps(meta)}
-    if optimize:  # the mobile (lite interpreter) format
-        from torch.utils.mobile_optimizer import optimize_for_mobile  # framework: the real PyTorch only
-        optimize_for_mobile(ts)._save_for_lite_interpreter(str(f), _extra_files=extra_files)
-    else:
-        ts.save(str(f), _extra_files=extra_files)
+    with output_path(f) as tmp:
+        if optimize:  # the mobile (lite interpreter) format
+            from torch.utils.mobile_optimizer import optimize_for_mobile  # framework: the real PyTorch only
+            optimize_for_mobile(ts)._save_for_lite_interpreter(str(tmp), _extra_files=extra_files)
+        else:
+            ts.save(str(tmp), _extra_files=extra_files)
     return f
