@@ -38,6 +38,7 @@ from utils.evaluation import match_image, save_one_json  # noqa: E402  (ultralyt
 from utils.log import LOGGER, colorstr  # noqa: E402
 from utils.paths import increment_path  # noqa: E402
 from utils.inference import load_model  # noqa: E402
+from utils.inference.loading import model_class_count  # noqa: E402
 from utils.inference.label_txt import write_label_txt  # noqa: E402
 
 
@@ -78,11 +79,10 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
     data = check_dataset(data, allow_scripts=allow_download_scripts)
     model.eval()
     nc = 1 if single_cls else int(data["nc"])
-    if pt and not single_cls:  # the class count is checked where the model yaml is at hand (.pt), as ultralytics
-        ncm = int(model.model.yaml["nc"]) if getattr(model.model, "yaml", None) else nc
-        if ncm != nc:
-            raise ClassCountMismatch(f"{weights} ({ncm} classes) trained on different --data than what you passed "
-                                     f"({nc} classes). Pass correct combination of --weights and --data.")
+    ncm = None if single_cls else model_class_count(model)  # a .pt's own count, an export's stored class names
+    if ncm is not None and ncm != nc:
+        raise ClassCountMismatch(f"{weights} ({ncm} classes) trained on different --data than what you passed "
+                                 f"({nc} classes). Pass correct combination of --weights and --data.")
     model.warmup(imgsz=(1 if pt else batch_size, 3, imgsz, imgsz))
     pad, rect = (0.0, False) if task == "speed" else (0.5, pt)  # square batches for benchmarks and exports
     task = task if task in ("train", "val", "test") else "val"

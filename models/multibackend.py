@@ -141,6 +141,22 @@ def _refuse_nms_graph(w, meta):
                              "--nms")
 
 
+def _openvino_refusal(w, xml, e):
+    """One line for an OpenVINO model its runtime cannot read (a cut .xml or .bin, a missing .bin): which file, and
+    the runtime's own reason (the last line of its message; the lines before it name C++ source files)."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    reason = next((ln for ln in reversed(lines) if not ln.startswith(("Exception from", "Check '"))), type(e).__name__)
+    weights = xml.with_suffix(".bin")
+    if not weights.is_file():
+        culprit = f"{weights} is missing"
+    elif "bin" in reason.lower() or "weights" in reason.lower():
+        culprit = f"{weights} is damaged or incomplete"
+    else:
+        culprit = f"{xml} is damaged or incomplete"
+    return (f"--weights {w}: OpenVINO cannot load it: {culprit} ({reason[:200]}); export it again with export.py "
+            "--include openvino")
+
+
 class DetectMultiBackend(nn.Module):
     def __init__(self, weights="yolov5s.pt", device=None, dnn=False, data=None, fp16=False, fuse=True,
                  build_model=build_any_model):
@@ -187,6 +203,8 @@ class DetectMultiBackend(nn.Module):
             stride, names = self._load_openvino(w)
         elif kind in RUNNERS:
             stride, names = self._load_runner(w, kind)
+        # the classes the model itself says it has (an export's metadata; None: its names come from --data below)
+        self.stored_nc = None if names is None else len(_names_dict(names))
         if names is None:
             names = self._names_from_data(data)
         self.stride = int(stride)
@@ -290,15 +308,21 @@ class DetectMultiBackend(nn.Module):
             raise ModelLoadError(f"--weights {w}: no .xml model in this folder; export it with export.py --include "
                                  "openvino")
         core = ov.Core()
-        ov_model = core.read_model(model=str(xml), weights=str(xml.with_suffix(".bin")))
+        try:
+            ov_model = core.read_model(model=str(xml), weights=str(xml.with_suffix(".bin")))
+        except Exception as e:  # noqa: BLE001 (OpenVINO raises RuntimeError with its C++ check's text)
+            raise ModelLoadError(_openvino_refusal(w, xml, e)) from None
         shape = ov_model.inputs[0].get_partial_shape()
         self.input_shape = tuple(d.get_length() for d in shape) if shape.is_static else None
         ranks = (o.get_partial_shape().rank for o in ov_model.outputs)
         self.task = task_from_ranks(r.get_length() if r.is_static else None for r in ranks)
         # f32 asked for: on CPUs with AMX or AVX512-BF16 (these machines) the CPU plugin otherwise runs in bf16, and
         # the boxes then move by up to a pixel against the PyTorch model's
-        self.ov_compiled_model = core.compile_model(ov_model, device_name="CPU",
-                                                    config={"INFERENCE_PRECISION_HINT": "f32"})
+        try:
+            self.ov_compiled_model = core.compile_model(ov_model, device_name="CPU",
+                                                        config={"INFERENCE_PRECISION_HINT": "f32"})
+        except Exception as e:  # noqa: BLE001 (a graph that parsed but does not compile: damaged or foreign)
+            raise ModelLoadError(_openvino_refusal(w, xml, e)) from None
         _OPENVINO_KEPT.append(self.ov_compiled_model)
         self.input_dtype = np.float32
         meta = xml.with_suffix(".yaml")

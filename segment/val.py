@@ -33,6 +33,7 @@ from utils.evaluation.runner import model_names, speed_or_study  # noqa: E402
 from utils.log import LOGGER, colorstr  # noqa: E402
 from utils.paths import increment_path  # noqa: E402
 from utils.inference import load_model  # noqa: E402
+from utils.inference.loading import model_class_count  # noqa: E402
 from utils.segment.dataset import create_seg_dataloader  # noqa: E402
 from utils.segment.validation import run_seg_validation, seg_evaluator  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
@@ -89,11 +90,10 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
     model.eval()
     nc = 1 if single_cls else int(data["nc"])
     if not training:
-        if pt and not single_cls:
-            ncm = int(getattr(model.model, "nc", None) or model.model.yaml["nc"])
-            if ncm != nc:
-                raise ClassCountMismatch(f"{weights} ({ncm} classes) trained on different --data than what you "
-                                         f"passed ({nc} classes). Pass correct combination of --weights and --data.")
+        ncm = None if single_cls else model_class_count(model)  # a .pt's own count, an export's stored names
+        if ncm is not None and ncm != nc:
+            raise ClassCountMismatch(f"{weights} ({ncm} classes) trained on different --data than what you "
+                                     f"passed ({nc} classes). Pass correct combination of --weights and --data.")
         model.warmup(imgsz=(1 if pt else batch_size, 3, imgsz, imgsz))
         pad, rect = (0.0, False) if task == "speed" else (0.5, pt)
         task = task if task in ("train", "val", "test") else "val"

@@ -24,3 +24,14 @@ def load_model(weights, device="", half=False, dnn=False, data=None, imgsz=640, 
     model = DetectMultiBackend(weights, device=device, dnn=dnn, data=data, fp16=half, build_model=builder)
     check_task(model.w, model.task, task)
     return model, check_img_size(imgsz, s=model.stride)
+
+
+def model_class_count(model):
+    """The class count a loaded DetectMultiBackend was trained for, as the model itself records it: a .pt model's
+    nc (or its YAML's), an export's stored class names (ONNX, OpenVINO, TorchScript metadata). None when it records
+    none (an export without metadata, whose names come from --data): val scripts compare it with the data's nc."""
+    if model.pt:
+        m = model.model
+        nc = getattr(m, "nc", None) or (m.yaml.get("nc") if isinstance(getattr(m, "yaml", None), dict) else None)
+        return int(nc) if nc else None
+    return model.stored_nc
