@@ -36,10 +36,10 @@ from utils.checkpoint.training import strip_optimizer  # noqa: E402
 from utils.errors import UserError  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
-from utils.log import LOGGER, colorstr  # noqa: E402
+from utils.log import LOGGER  # noqa: E402
 from utils.paths import increment_path  # noqa: E402
 from utils.inference import check_save_format, load_model, ms_per_image  # noqa: E402
-from utils.inference.outputs import DetectionOutputs  # noqa: E402
+from utils.inference.outputs import DetectionOutputs, log_saved, source_names  # noqa: E402
 from utils.inference.predict import predict_source  # noqa: E402
 from utils.inference.sources import is_stream, open_source  # noqa: E402
 
@@ -64,14 +64,16 @@ def run(weights=ROOT / "yolov5s.pt", source=ROOT / "data/images", data=None, img
     save_dir = increment_path(Path(project) / name, exist_ok=exist_ok, mkdir=True)
     (save_dir / "labels" if save_txt else save_dir).mkdir(parents=True, exist_ok=True)
     outputs = DetectionOutputs(save_dir, model.names, save_img, save_txt, save_format, save_conf, save_crop, save_csv,
-                               view_img, line_thickness, hide_labels, hide_conf, n_sources=bs)
+                               view_img, line_thickness, hide_labels, hide_conf, n_sources=bs,
+                               sources=source_names(dataset, stream), stream=stream)
 
     model.warmup(imgsz=(1 if model.pt else bs, 3, *imgsz))
     try:
-        seen, profiles, skipped = predict_source(model, dataset, outputs, stream, conf_thres, iou_thres, classes,
-                                                 agnostic_nms, max_det, augment, visualize=visualize and model.pt)
+        with outputs:  # videos and predictions.csv are renamed into place on the way out
+            seen, profiles, skipped = predict_source(model, dataset, outputs, stream, conf_thres, iou_thres, classes,
+                                                     agnostic_nms, max_det, augment,
+                                                     visualize=visualize and model.pt)
     finally:
-        outputs.close()
         if stream:
             dataset.close()
 
@@ -82,9 +84,7 @@ def run(weights=ROOT / "yolov5s.pt", source=ROOT / "data/images", data=None, img
                             "above): check the files, or give --source the right path")
     t = ms_per_image(profiles, seen)
     LOGGER.info(f"Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape {(1, 3, *imgsz)}" % t)
-    if save_txt or save_img:
-        s = f"\n{len(list(save_dir.glob('labels/*.txt')))} labels saved to {save_dir / 'labels'}" if save_txt else ""
-        LOGGER.info(f"Results saved to {colorstr('bold', save_dir)}{s}")
+    log_saved(outputs, save_dir, save_txt)
     if update:  # as ultralytics: the weights file rewritten stripped (EMA as the model in fp16, no optimizer)
         _strip_weights(weights[0] if isinstance(weights, (list, tuple)) else weights, model.pt)
     return save_dir

@@ -24,6 +24,7 @@ import pandas as pd
 from PIL import Image, ImageOps
 
 from models.yolo import Detect
+from utils.atomic_files import numbered_unique_path, output_path
 from utils.augmentations import letterbox
 from utils.backend import autocast, from_numpy, inference_mode, nn, to_numpy, torch
 from utils.boxes import xyxy2xywh
@@ -174,6 +175,13 @@ class AutoShape(nn.Module):
 AutoShape.__module__ = PUBLIC_MODULE
 
 
+def _save_image(im, path):
+    """An RGB array saved by PIL (the official writer: same bytes) through the write module: whole or not at all,
+    a failure raised as OutputWriteError naming the path."""
+    with output_path(path) as tmp:
+        Image.fromarray(im).save(tmp, format=Image.registered_extensions().get(Path(path).suffix.lower(), "JPEG"))
+
+
 def _can_show_windows():
     return sys.platform in ("win32", "darwin") or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
@@ -220,7 +228,7 @@ class Detections:
         return ", ".join(parts)
 
     def _run(self, pprint=False, show=False, save=False, crop=False, render=False, labels=True, save_dir=Path("")):
-        s, crops = "", []
+        s, crops, saved_names = "", [], set()
         draw = show or save or render or crop
         display = _notebook_display() if show else None
         for i, (im, pred) in enumerate(zip(self.ims, self.pred)):
@@ -246,7 +254,7 @@ class Detections:
             if show:
                 self._show_one(im, i, display)
             if save:
-                Image.fromarray(im).save(save_dir / safe_path_component(self.files[i]))
+                _save_image(im, self._save_path(save_dir, i, saved_names))
                 if i == self.n - 1:
                     LOGGER.info(f"Saved {self.n} image{'s' * (self.n > 1)} to {colorstr('bold', save_dir)}")
             if render:
@@ -259,6 +267,16 @@ class Detections:
             if save:
                 LOGGER.info(f"Saved results to {save_dir}\n")
             return crops
+
+    def _save_path(self, save_dir, i, saved_names):
+        """save_dir/<file name> of image i (a rerun with exist_ok replaces it, as ultralytics does); a name that an
+        earlier image of this call already took (two inputs called x.jpg from different folders, or two arrays
+        both image0.jpg across tolist()) gets the first free x2.jpg, x3.jpg, ... instead of overwriting it."""
+        path = Path(save_dir) / safe_path_component(self.files[i])  # file names come from the inputs
+        if path.name in saved_names:
+            path = numbered_unique_path(path, start=2)[0]
+        saved_names.add(path.name)
+        return path
 
     def _show_one(self, im, i, display):
         pil = Image.fromarray(im)

@@ -188,6 +188,26 @@ def unique_path(path, sep=""):
     raise OutputWriteError(f"no free name left for {path}")
 
 
+def numbered_unique_path(path, start=1, sep=""):
+    """unique_path with the search starting at number `start` (1 is path itself, 2 is <stem><sep>2<suffix>);
+    returns (the reserved path, its number). A writer that numbers many files of one name (a video's crops,
+    one per box per frame) passes the number after its last one instead of probing every taken name again.
+    A folder that cannot be written raises OutputWriteError naming path."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for n in range(max(1, int(start)), 1 << 30):
+            p = path if n == 1 else path.with_name(f"{path.stem}{sep}{n}{path.suffix}")
+            try:
+                os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+                return p, n
+            except FileExistsError:
+                continue
+    except OSError as e:
+        raise write_failed(path, e) from e
+    raise OutputWriteError(f"no free name left for {path}")
+
+
 def _pid_alive(pid):
     try:
         os.kill(pid, 0)

@@ -3,6 +3,10 @@
 matplotlib is imported inside the functions (Agg backend) so that importing this module has no side effects and
 costs nothing for code that never plots. seaborn is optional: without it the label correlogram is drawn with
 plain matplotlib.
+
+Every picture is written through utils/atomic_files.py (save_figure, write_image, write_atomically): under a
+temporary name, renamed over the file when complete, so a full disk leaves the previous picture whole and raises
+one line naming the file (the plot helpers turn that into a warning; the run goes on).
 """
 import math
 from pathlib import Path
@@ -10,6 +14,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from utils.atomic_files import save_figure, write_atomically, write_image
 from utils.boxes import clip_boxes, xywh2xyxy, xyxy2xywh
 from utils.log import LOGGER
 from utils.paths import increment_path
@@ -98,14 +103,18 @@ def feature_visualization(x, module_type, stage, n=32, save_dir=Path("runs/detec
             a.imshow(maps[i])
         a.axis("off")
     LOGGER.info(f"Saving {f}... ({n}/{channels})")
-    fig.savefig(f, dpi=300, bbox_inches="tight")
-    plt.close(fig)
-    np.save(f.with_suffix(".npy"), maps)
+    try:
+        save_figure(fig, f, dpi=300, bbox_inches="tight")
+    finally:
+        plt.close(fig)
+    write_atomically(f.with_suffix(".npy"), lambda fh: np.save(fh, maps))
     return f
 
 
 def save_one_box(xyxy, im, file=Path("im.jpg"), gain=1.02, pad=10, square=False, BGR=False, save=True):
-    """Crop a (slightly enlarged) xyxy box out of im; save it to file (a new name if it exists) and return it."""
+    """Crop a (slightly enlarged) xyxy box out of im; save it to file and return it. The file is always a JPEG
+    under a name no file has yet (x.jpg, x2.jpg, x3.jpg, ... without bound: a fixed counter made every crop past it
+    overwrite one old file), written whole or not at all; a failed write raises OutputWriteError naming it."""
     xyxy = np.asarray([float(v) for v in xyxy], np.float32).reshape(-1, 4)
     b = xyxy2xywh(xyxy)
     if square:
@@ -116,10 +125,16 @@ def save_one_box(xyxy, im, file=Path("im.jpg"), gain=1.02, pad=10, square=False,
     x1, y1, x2, y2 = xyxy[0].astype(int)
     crop = im[y1:y2, x1:x2, ::(1 if BGR else -1)]
     if save:
-        file = Path(file)
-        file.parent.mkdir(parents=True, exist_ok=True)
-        f = str(increment_path(file).with_suffix(".jpg"))
-        cv2.imwrite(f, crop if BGR else crop[..., ::-1])
+        from utils.atomic_files import numbered_unique_path, write_image
+        f = numbered_unique_path(Path(file).with_suffix(".jpg"))[0]  # suffix first: x.png's crop must not take x.jpg
+        try:
+            write_image(f, crop if BGR else crop[..., ::-1])
+        except BaseException:
+            try:
+                f.unlink()  # the empty file that reserved the name, ours alone
+            except OSError:
+                pass
+            raise
     return crop
 
 
@@ -197,7 +212,7 @@ def plot_images(images, targets, paths=None, fname="images.jpg", names=None, max
                 label = name if is_label else f"{name} {conf[j]:.1f}"
                 annotator.box_label(box, label, color=colors(c))
     out = annotator.result()
-    cv2.imwrite(str(fname), out[..., ::-1])  # mosaic is RGB
+    write_image(fname, out[..., ::-1])  # mosaic is RGB
     return out
 
 
@@ -222,8 +237,10 @@ def plot_labels(labels, names=(), save_dir=Path("")):
                 ax.hist2d(b[k], b[r], bins=50, cmap="Blues", cmin=1)
             ax.set_xlabel(cols[k] if r == 3 else "")
             ax.set_ylabel(cols[r] if k == 0 else "")
-    fig.savefig(save_dir / "labels_correlogram.jpg", dpi=200)
-    plt.close(fig)
+    try:
+        save_figure(fig, save_dir / "labels_correlogram.jpg", dpi=200)
+    finally:
+        plt.close(fig)
 
     fig, ax = plt.subplots(2, 2, figsize=(8, 8), tight_layout=True)
     ax = ax.ravel()
@@ -255,8 +272,10 @@ def plot_labels(labels, names=(), save_dir=Path("")):
     for a in (0, 2, 3):
         for s in ("top", "right"):
             ax[a].spines[s].set_visible(False)
-    fig.savefig(save_dir / "labels.jpg", dpi=200)
-    plt.close(fig)
+    try:
+        save_figure(fig, save_dir / "labels.jpg", dpi=200)
+    finally:
+        plt.close(fig)
 
 
 # results.png panels: the results.csv columns drawn, losses on top and metrics below (ultralytics' order); the
@@ -305,9 +324,11 @@ def plot_results(file="path/to/results.csv", dir="", best=True):
         except Exception as e:
             LOGGER.info(f"Warning: Plotting error for {f}: {e}")
     ax[1].legend()
-    fig.savefig(save_dir / "results.png", dpi=200)
     titles = [a.get_title() for a in ax]
-    plt.close(fig)
+    try:
+        save_figure(fig, save_dir / "results.png", dpi=200)
+    finally:
+        plt.close(fig)
     return titles
 
 
@@ -347,7 +368,9 @@ def plot_evolve(evolve_csv="path/to/evolve.csv", fitness=None, n_results=7):
             ax.set_yticks([])
         LOGGER.info(f"{k:>15}: {v[j]:.3g}")
     out = evolve_csv.with_suffix(".png")
-    fig.savefig(out, dpi=200)
-    plt.close(fig)
+    try:
+        save_figure(fig, out, dpi=200)
+    finally:
+        plt.close(fig)
     LOGGER.info(f"Saved {out}")
     return {k: float(x[j, n_results + i]) for i, k in enumerate(genes)}
