@@ -20,6 +20,7 @@ from typing import Callable, Tuple
 import numpy as np
 import yaml
 
+from utils.atomic_files import write_bytes, write_text
 from utils.errors import UserError
 from utils.log import LOGGER, colorstr
 from utils.loggers import note_ignored_flags
@@ -106,18 +107,19 @@ def record(results, hyp, save_dir, columns=DETECTION):
     keys = list(columns.result_keys) + list(hyp.keys())
     vals = [float(r) for r in results] + [float(v) for v in hyp.values()]
     n = len(keys)
-    header = "" if csv.exists() else ("%20s," * n % tuple(keys)).rstrip(",") + "\n"
-    with open(csv, "a") as f:
-        f.write(header + ("%20.5g," * n % tuple(vals)).rstrip(",") + "\n")
+    old = csv.read_bytes() if csv.exists() else b""
+    if old and not old.endswith(b"\n"):  # a row cut by an earlier crash stays a row of its own
+        old += b"\n"
+    header = b"" if old else (("%20s," * n % tuple(keys)).rstrip(",") + "\n").encode()
+    # appended by rewriting the small file whole through a temporary name: a full disk never leaves half a row
+    write_bytes(csv, old + header + (("%20.5g," * n % tuple(vals)).rstrip(",") + "\n").encode())
     keys, x = read_evolve_csv(csv)
     fit = columns.fitness(x)
     i = int(np.argmax(fit))
     best = {k: float(v) for k, v in zip(keys[nr:], x[i, nr:])}
-    with open(yml, "w") as f:
-        f.write(f"# YOLOv5 Hyperparameter Evolution Results\n# Best generation: {i}\n"
-                f"# Last generation: {len(x) - 1}\n# " + ", ".join(k.strip() for k in keys[:nr]) + "\n# "
-                + ", ".join(f"{v:.5g}" for v in x[i, :nr]) + "\n\n")
-        yaml.safe_dump(best, f, sort_keys=False)
+    write_text(yml, f"# YOLOv5 Hyperparameter Evolution Results\n# Best generation: {i}\n"
+                    f"# Last generation: {len(x) - 1}\n# " + ", ".join(k.strip() for k in keys[:nr]) + "\n# "
+                    + ", ".join(f"{v:.5g}" for v in x[i, :nr]) + "\n\n" + yaml.safe_dump(best, sort_keys=False))
     LOGGER.info(colorstr("evolve: ") + f"generation {len(x) - 1} fitness {fit[-1]:.5f}, "
                 f"best {fit[i]:.5f} (generation {i})")
     return best
@@ -162,7 +164,7 @@ def initial_population(hyp, folder=None, resume=None, csv=None, columns=DETECTIO
                 raise EvolveError(f"--resume_evolve {path}: not an evolve.csv of this task (its columns start "
                                   f"{', '.join(keys[:2])}...; expected {', '.join(columns.result_keys[:2])}...).")
             if csv is not None and Path(csv).resolve() != path.resolve():
-                Path(csv).write_text(path.read_text())
+                write_text(csv, path.read_text())
             LOGGER.info(colorstr("evolve: ") + f"resuming from the {len(x)} generations in {path}")
             return []
         individuals = _read_yaml(path, "--resume_evolve")

@@ -16,6 +16,7 @@ import numpy as np
 
 from utils.atomic_files import save_figure, write_atomically, write_image
 from utils.boxes import clip_boxes, xywh2xyxy, xyxy2xywh
+from utils.evolve_csv import read_evolve_csv
 from utils.log import LOGGER
 from utils.paths import increment_path
 
@@ -349,9 +350,7 @@ def plot_evolve(evolve_csv="path/to/evolve.csv", fitness=None, n_results=7):
     in the title. fitness: rows -> fitness (default detection's, 0.1 mAP50 + 0.9 mAP50-95 of columns 2 and 3).
     Returns the best row's hyperparameters."""
     evolve_csv = Path(evolve_csv)
-    lines = evolve_csv.read_text().splitlines()
-    keys = [k.strip() for k in lines[0].split(",")]
-    x = np.array([[float(v) for v in ln.split(",")] for ln in lines[1:] if ln.strip()], ndmin=2)
+    keys, x = read_evolve_csv(evolve_csv)  # cut or NaN rows skipped with a warning, as --evolve reads it
     f = np.asarray(fitness(x) if fitness else x[:, 2] * 0.1 + x[:, 3] * 0.9, np.float64)
     j = int(np.argmax(f))
     plt = pyplot()

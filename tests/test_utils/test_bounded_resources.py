@@ -94,3 +94,132 @@ def test_a_child_whose_parent_died_before_it_asked_ends_at_once(use_prctl):
     proc.join(10)
     assert proc.exitcode == -signal.SIGKILL, proc.exitcode
     assert time.monotonic() - t < 5
+
+
+# ---- 2. the checkpoint reader bounds what a file may make it allocate -----------------------------------------
+def _tensor(key, size, stride, offset=0, storage="FloatStorage", numel=1):
+    from utils.checkpoint.pickle_writer import Call, Global, PersistentId, ordered_dict
+    pid = PersistentId(("storage", Global("torch", storage), key, "cpu", numel))
+    return Call(Global("torch._utils", "_rebuild_tensor_v2"), (pid, offset, tuple(size), tuple(stride), False,
+                                                              ordered_dict([])))
+
+
+def _crafted_pt(path, tree, storages, compress=None):
+    """A torch zip archive holding tree (pickle_writer nodes) and storages {key: raw bytes}."""
+    import zipfile
+
+    from utils.checkpoint.pickle_writer import PickleWriter
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("x/data.pkl", PickleWriter().dumps(tree))
+        for key, raw in storages.items():
+            zf.writestr(f"x/data/{key}", raw, compress_type=compress or zipfile.ZIP_STORED)
+    return path
+
+
+def _refused(path, *words):
+    """Every public reader refuses the file with one line that names it."""
+    from utils.checkpoint import CheckpointError, load_any
+    from utils.checkpoint.torch_reader import read_pytorch_file
+    for read in (read_pytorch_file, load_any):
+        t = time.monotonic()
+        with pytest.raises(CheckpointError) as e:
+            read(path)
+        msg = str(e.value)
+        assert str(path) in msg and "\n" not in msg and all(w in msg for w in words), msg
+        assert time.monotonic() - t < 5, "refused only after spending its time"
+
+
+def test_a_stride0_view_cannot_ask_for_gigabytes(tmp_path):
+    """1 float viewed as 2^17 x 2^17 (stride 0): 16 GiB asked of the reader by a file of about 1 KB."""
+    import struct
+    f = _crafted_pt(tmp_path / "bomb.pt", {"w": _tensor("0", (1 << 17, 1 << 17), (0, 0))},
+                    {"0": struct.pack("<f", 1.0)})
+    assert f.stat().st_size < 2000
+    _refused(f, "repeats its storage")
+
+
+def test_a_real_expansion_still_loads(tmp_path):
+    """Detect's anchor_grid is an expanded view (6 values as (1, 3, 80, 80, 2)): within the bound, it loads."""
+    import numpy as np
+
+    from utils.checkpoint.torch_reader import read_pytorch_file
+    anchors = np.arange(6, dtype=np.float32)
+    f = _crafted_pt(tmp_path / "grid.pt", {"g": _tensor("0", (1, 3, 80, 80, 2), (6, 2, 0, 0, 1), numel=6)},
+                    {"0": anchors.tobytes()})
+    g = read_pytorch_file(f)["g"].array
+    assert g.shape == (1, 3, 80, 80, 2) and (g[0, :, 5, 7] == anchors.reshape(3, 2)).all()
+
+
+def test_a_compressed_storage_is_refused_before_it_inflates(tmp_path):
+    """A deflated member declaring 64 MiB of zeros (a few KB on disk): refused before anything is inflated."""
+    import zipfile
+    n = 16 << 20
+    f = _crafted_pt(tmp_path / "zipbomb.pt", {"w": _tensor("0", (n,), (1,), numel=n)}, {"0": bytes(4 * n)},
+                    compress=zipfile.ZIP_DEFLATED)
+    assert f.stat().st_size < 200_000
+    _refused(f, "compressed")
+
+
+def test_a_storage_must_hold_what_the_pickle_declares(tmp_path):
+    f = _crafted_pt(tmp_path / "short.pt", {"w": _tensor("0", (10,), (1,), numel=10)}, {"0": bytes(4)})
+    _refused(f, "storage 0 holds 4 bytes")
+
+
+def test_a_storage_size_forged_past_the_end_of_the_file(tmp_path):
+    """The central directory claims 1 GiB for a stored 4-byte member: refused before reading (a read of the
+    declared size would allocate it)."""
+    import struct
+    n = 1 << 28
+    f = _crafted_pt(tmp_path / "forged.pt", {"w": _tensor("0", (n,), (1,), numel=n)}, {"0": bytes(4)})
+    data = bytearray(f.read_bytes())
+    at = data.index(b"x/data/0", data.index(b"PK\x01\x02")) - 46  # the storage's central entry (name at +46)
+    assert data[at:at + 4] == b"PK\x01\x02"
+    struct.pack_into("<II", data, at + 20, 4 * n, 4 * n)  # compressed and uncompressed sizes
+    f.write_bytes(bytes(data))
+    _refused(f, "past the file")
+
+
+def test_many_views_of_one_storage_stay_within_the_files_budget(tmp_path):
+    """Each view lies inside its storage, but 300 full copies of a 1 MB storage are 300 MB from a 1 MB file."""
+    n = 1 << 18
+    tree = {f"w{i}": _tensor("0", (n,), (1,), numel=n) for i in range(300)}
+    f = _crafted_pt(tmp_path / "views.pt", tree, {"0": bytes(4 * n)})
+    _refused(f, "past")
+
+
+@pytest.mark.parametrize("payload,words", [
+    # numpy.dtype('f8') whose state claims 'holds Python objects' (flags 63): numpy would then read the array's
+    # bytes as object pointers (a crash, or worse); then an array of that dtype
+    (b"\x80\x02cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nK\x00\x85C\x01b\x87R(K\x01K\x01\x85cnumpy\n"
+     b"dtype\nX\x02\x00\x00\x00f8\x89\x88\x87R(K\x03X\x01\x00\x00\x00<NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK?tb"
+     b"\x89C\x08AAAAAAAAtb.", "state numpy never writes"),
+    (b"\x80\x02cnumpy\ndtype\nX\x02\x00\x00\x00O8\x89\x88\x87R.", "not a plain"),  # an object dtype
+    (b"\x80\x02c__builtin__\nbytearray\n\x8a\x05\x00\x00\x00\x00\x01\x85R.", "bytearray(int)"),  # 2^32 zero bytes
+    (b"\x80\x02cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\n\x8a\x05\x00\x00\x00\x00\x01\x85C\x01b\x87R.",
+     "_reconstruct"),  # an array of 2^32 elements before its state
+])
+def test_numpy_and_bytes_in_a_pickle_are_checked_before_they_allocate_or_crash(tmp_path, payload, words):
+    import zipfile
+    f = tmp_path / "np.pt"
+    with zipfile.ZipFile(f, "w") as zf:
+        zf.writestr("x/data.pkl", payload)
+    _refused(f, words)
+
+
+def test_numpy_values_in_a_checkpoint_still_round_trip(tmp_path):
+    """What numpy's own pickling writes (arrays, scalars, dtypes of either byte order, strings) still loads."""
+    import pickle
+    import zipfile
+
+    import numpy as np
+
+    from utils.checkpoint.torch_reader import read_pytorch_file
+    obj = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "f": np.asfortranarray(np.ones((2, 3), np.int16)),
+           "s": np.float64(0.5), "d": np.dtype(">i4"), "u": np.array(["ab", "c"]), "b": bytearray(b"xy")}
+    f = tmp_path / "np_ok.pt"
+    with zipfile.ZipFile(f, "w") as zf:
+        zf.writestr("x/data.pkl", pickle.dumps(obj, protocol=2))
+    back = read_pytorch_file(f)
+    assert (back["a"] == obj["a"]).all() and back["a"].dtype == np.float32 and (back["f"] == 1).all()
+    assert back["s"] == 0.5 and back["d"] == np.dtype(">i4") and list(back["u"]) == ["ab", "c"]
+    assert back["b"] == b"xy"

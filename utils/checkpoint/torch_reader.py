@@ -6,12 +6,21 @@ stubbed (:class:`StubObject` keeps their state, runs nothing), tensors are rebui
 numpy arrays (wrapped in :class:`TensorData` so callers can tell a tensor from a numpy array and keep
 requires_grad), numpy arrays/scalars, Namespaces, paths, OrderedDicts, sets and bytes are rebuilt with the
 harmless constructors numpy and the standard library provide. Any other global is refused before it is imported.
+
+What a file may make the reader allocate is bounded before it is allocated: a storage must be a stored (not
+compressed) archive member whose size is exactly what the pickle declares and which lies inside the archive; a tensor
+view must lie inside its storage, and may hold more elements than its storage (a stride-0 expansion, as Detect's
+anchor_grid) only up to MAX_EXPANDED_ELEMENTS; all tensors of one file together are copied out within a budget of
+twice the file's size plus BUDGET_ALLOWANCE. numpy arrays, scalars and dtypes are rebuilt from checked state only
+(no object dtypes, no forged dtype flags: numpy would read raw bytes as object pointers and crash). A file that breaks
+a bound is refused with one CheckpointError naming it.
 """
 import argparse
 import codecs
 import collections
 import importlib
 import io
+import math
 import os
 import pathlib
 import pickle
@@ -37,6 +46,11 @@ TORCH_DTYPES = {  # torch dtype globals (e.g. 'torch float16') that may appear i
 _STUB_PREFIXES = ("models.", "torch.nn.modules.", "utils.activations")
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 MAX_PICKLE_BYTES = 256 << 20  # a checkpoint's object pickle (tensors are stored apart); yolov5x's is under 1 MB
+# A tensor with more elements than its storage repeats values (stride 0): Detect's anchor_grid at --img 1280 holds
+# 153,600 from 6. More than this many is not a checkpoint's tensor but a request to allocate (16 GiB from 1.6 KB).
+MAX_EXPANDED_ELEMENTS = 1 << 24
+BUDGET_ALLOWANCE = 256 << 20  # bytes all tensors of a file may take beyond twice its size (bfloat16 widens to fp32)
+NUMPY_KINDS = "biufcSU"  # numpy dtypes a file may hold: numbers, booleans and strings, never Python objects
 
 
 class StubObject:
@@ -77,12 +91,26 @@ class TensorData:
         self.array, self.requires_grad, self.param = array, bool(requires_grad), bool(param)
 
 
-class _Storage:
-    """A raw storage: a flat numpy array of its dtype (BFloat16 as uint16 bits, marked)."""
-    __slots__ = ("array", "bfloat16")
+class _Budget:
+    """The bytes the tensors of one file may still take when copied out of their storages."""
+    __slots__ = ("left", "limit")
 
-    def __init__(self, array, bfloat16=False):
-        self.array, self.bfloat16 = array, bfloat16
+    def __init__(self, file_bytes):
+        self.limit = self.left = 2 * int(file_bytes) + BUDGET_ALLOWANCE
+
+    def spend(self, nbytes, what):
+        if nbytes > self.left:
+            raise CheckpointError(f"{what} would take the file's tensors past {self.limit} bytes, more than a "
+                                  f"checkpoint of its size holds")
+        self.left -= nbytes
+
+
+class _Storage:
+    """A raw storage: a flat numpy array of its dtype (BFloat16 as uint16 bits, marked), and the file's budget."""
+    __slots__ = ("array", "bfloat16", "budget")
+
+    def __init__(self, array, bfloat16=False, budget=None):
+        self.array, self.bfloat16, self.budget = array, bfloat16, budget
 
 
 def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False, backward_hooks=None,
@@ -91,21 +119,37 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=Fals
     if not isinstance(storage, _Storage):
         raise CheckpointError(f"tensor rebuilt from a {type(storage).__name__}, expected a storage")
     flat = storage.array
-    size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
-    n = int(np.prod(size)) if size else 1
+    size, stride, storage_offset = tuple(int(s) for s in size), tuple(int(s) for s in stride), int(storage_offset)
+    n = _checked_numel(size, stride, storage_offset, flat.size)
+    if storage.budget is not None:
+        storage.budget.spend(n * flat.itemsize * (2 if storage.bfloat16 else 1), f"a tensor of size {size}")
     if n == 0:
         arr = np.zeros(size, dtype=flat.dtype)
     else:
-        last = storage_offset + sum((s - 1) * st for s, st in zip(size, stride))
-        if storage_offset < 0 or last >= flat.size or any(st < 0 for st in stride):
-            raise CheckpointError(f"tensor of size {size} stride {stride} offset {storage_offset} overruns its "
-                                  f"storage of {flat.size} elements")
         view = np.lib.stride_tricks.as_strided(flat[storage_offset:], shape=size,
                                                strides=tuple(st * flat.itemsize for st in stride))
         arr = np.array(view, copy=True)  # own memory, C-contiguous, writable
     if storage.bfloat16:
         arr = (arr.astype(np.uint32) << 16).view(np.float32)
     return TensorData(arr, requires_grad)
+
+
+def _checked_numel(size, stride, offset, storage_numel):
+    """The element count of a view (size, stride, offset) on a storage of storage_numel elements, after checking,
+    before anything is allocated, that the view lies inside the storage and repeats it within bounds."""
+    where = f"tensor of size {size} stride {stride} offset {offset}"
+    if len(size) != len(stride) or any(s < 0 for s in size) or any(st < 0 for st in stride) or offset < 0:
+        raise CheckpointError(f"{where} is malformed (negative, or sizes and strides differ in number)")
+    n = math.prod(size)  # Python integers: no overflow on a forged size
+    if n == 0:
+        return 0
+    last = offset + sum((s - 1) * st for s, st in zip(size, stride))  # the highest element the view reads
+    if last >= storage_numel:
+        raise CheckpointError(f"{where} overruns its storage of {storage_numel} elements")
+    if n > storage_numel and n > MAX_EXPANDED_ELEMENTS:
+        raise CheckpointError(f"{where} repeats its storage of {storage_numel} elements into {n} (over "
+                              f"{MAX_EXPANDED_ELEMENTS}), which no checkpoint holds")
+    return n
 
 
 def _rebuild_tensor(storage, storage_offset, size, stride):  # torch<1.0 files
@@ -130,33 +174,106 @@ def _torch_device(*args):
     return str(args[0]) if args else "cpu"
 
 
+class _DtypeBuild:
+    """numpy.dtype(spec, align, copy) as a file calls it: the dtype is made from its spec string alone, and the
+    state numpy's pickle sets afterwards (byte order; fields, flags) is checked, never applied as given: a state
+    may claim 'holds objects' for a float dtype, and numpy would then read the file's bytes as object pointers."""
+    __slots__ = ("dtype",)
+
+    def __init__(self, spec, align=False, copy=True):
+        if not isinstance(spec, str) or len(spec) > 16:
+            raise CheckpointError(f"numpy dtype {spec!r} is not a plain type")
+        self.dtype = _plain_dtype(np.dtype(spec))
+
+    def __setstate__(self, state):
+        if not (isinstance(state, tuple) and len(state) == 8 and state[1] in ("<", ">", "|", "=")
+                and state[2:5] == (None, None, None) and state[7] == self.dtype.flags):
+            raise CheckpointError(f"numpy dtype {self.dtype} with a state numpy never writes: {state!r}"[:300])
+        if state[1] in ("<", ">") and self.dtype.itemsize > 1:
+            self.dtype = self.dtype.newbyteorder(state[1])
+
+
+def _plain_dtype(dtype):
+    if isinstance(dtype, _DtypeBuild):
+        dtype = dtype.dtype
+    if not isinstance(dtype, np.dtype) or dtype.hasobject or dtype.kind not in NUMPY_KINDS or \
+            dtype.fields is not None or dtype.subdtype is not None or dtype.itemsize > 1 << 20:
+        raise CheckpointError(f"numpy dtype {dtype!r} is not a plain number or string type"[:300])
+    return dtype
+
+
+class _ArrayBuild:
+    """numpy's _reconstruct(ndarray, (0,), b'b') as a file calls it: the array is made from the state that follows
+    (version, shape, dtype, fortran order, raw bytes) only once the bytes are checked to be exactly what the
+    shape and dtype need."""
+    __slots__ = ("array",)
+
+    def __init__(self):
+        self.array = None
+
+    def __setstate__(self, state):
+        if not (isinstance(state, tuple) and len(state) in (4, 5)):
+            raise CheckpointError("numpy array with a malformed state")
+        shape, dtype, fortran, raw = state[-4:]
+        dtype = _plain_dtype(dtype)
+        if not (isinstance(shape, tuple) and all(isinstance(d, int) and d >= 0 for d in shape)) or \
+                not isinstance(raw, (bytes, bytearray)) or math.prod(shape) * dtype.itemsize != len(raw):
+            raise CheckpointError(f"numpy array of shape {shape!r} {dtype} does not match its {len(raw)} bytes"[:300]
+                                  if isinstance(raw, (bytes, bytearray)) else "numpy array without its bytes")
+        self.array = np.frombuffer(bytes(raw), dtype=dtype).reshape(shape, order="F" if fortran else "C").copy()
+
+
+_NDARRAY = object()  # numpy.ndarray named in a file: only as _reconstruct's first argument, never called
+
+
+def _reconstruct(subtype, shape, typecode):
+    if subtype is not _NDARRAY or not isinstance(shape, tuple) or math.prod(int(d) for d in shape) > 1:
+        raise CheckpointError("numpy array rebuilt other than numpy pickles one (_reconstruct(ndarray, (0,), ...))")
+    return _ArrayBuild()
+
+
+def _scalar(dtype, data=None):
+    dtype = _plain_dtype(dtype)
+    if not isinstance(data, (bytes, bytearray)) or len(data) != dtype.itemsize:
+        raise CheckpointError(f"numpy {dtype} scalar without its {dtype.itemsize} bytes")
+    return np.frombuffer(bytes(data), dtype=dtype)[0]
+
+
+def _dtype_class(cls):
+    """numpy 2's numpy.dtypes.<Name>DType called in a file: the dtype it stands for, checked like numpy.dtype's."""
+    return lambda *args: _DtypeBuild(np.dtype(cls.type).str)
+
+
 def _safe_numpy_globals():
-    """numpy globals that only build arrays/scalars/dtypes (what torch's weights_only loader also allows)."""
-    ma = None
-    for name in ("numpy._core.multiarray", "numpy.core.multiarray"):  # numpy 2 / numpy 1 spelling
-        try:
-            ma = importlib.import_module(name)
-            break
-        except ImportError:
-            continue
+    """numpy globals that only build arrays/scalars/dtypes (what torch's weights_only loader also allows), each
+    through a checked stand-in (the tree is finished by _finish)."""
     allowed = {}
     for mod in ("numpy.core.multiarray", "numpy._core.multiarray"):  # files name either, whatever numpy wrote them
-        allowed[(mod, "_reconstruct")] = ma._reconstruct
-        allowed[(mod, "scalar")] = ma.scalar
-    allowed[("numpy", "ndarray")] = np.ndarray
-    allowed[("numpy", "dtype")] = np.dtype
+        allowed[(mod, "_reconstruct")] = _reconstruct
+        allowed[(mod, "scalar")] = _scalar
+    allowed[("numpy", "ndarray")] = _NDARRAY
+    allowed[("numpy", "dtype")] = _DtypeBuild
     for name in ("Float64DType", "Float32DType", "Float16DType", "Int64DType", "Int32DType", "Int16DType",
                  "Int8DType", "UInt8DType", "UInt32DType", "UInt16DType", "UInt64DType", "BoolDType"):
         if hasattr(np, "dtypes") and hasattr(np.dtypes, name):
-            allowed[("numpy.dtypes", name)] = getattr(np.dtypes, name)
+            allowed[("numpy.dtypes", name)] = _dtype_class(getattr(np.dtypes, name))
     return allowed
 
 
 _PATHS = {"Path": pathlib.Path, "PosixPath": pathlib.Path, "PurePosixPath": pathlib.PurePosixPath,
           "WindowsPath": pathlib.PureWindowsPath, "PureWindowsPath": pathlib.PureWindowsPath,
           "PurePath": pathlib.PurePath}
-_BUILTINS = {"set": set, "frozenset": frozenset, "slice": slice, "complex": complex, "bytes": bytes,
-             "bytearray": bytearray}
+def _bytes_of(cls):
+    """bytes / bytearray as a pickle calls them: from bytes or text, never bytes(n) (n zero bytes: any size asked)."""
+    def build(*args):
+        if args and not isinstance(args[0], (bytes, bytearray, str, list)):
+            raise CheckpointError(f"{cls.__name__}({type(args[0]).__name__}) in a checkpoint: only from bytes or text")
+        return cls(*args)
+    return build
+
+
+_BUILTINS = {"set": set, "frozenset": frozenset, "slice": slice, "complex": complex, "bytes": _bytes_of(bytes),
+             "bytearray": _bytes_of(bytearray)}
 # Plain objects official checkpoints pickle beside the model, stubbed like the model's classes: a classifier's
 # preprocessing (torchvision Compose/Normalize around ultralytics' CenterCrop/ToTensor).
 _STUB_GLOBALS = {("torchvision.transforms.transforms", "Compose"), ("torchvision.transforms.transforms", "Normalize"),
@@ -187,12 +304,17 @@ def _stub_getattr(obj, name, *default):
 class RestrictedUnpickler(pickle.Unpickler):
     """Only the globals a YOLOv5 checkpoint needs; anything else is refused before it is imported."""
 
-    def __init__(self, file, storages_loader, source, legacy=False):
+    def __init__(self, file, storages_loader, source, legacy=False, budget=None):
         super().__init__(file, encoding="latin1")
         self._legacy = legacy
         self._load_storage = storages_loader
         self._source = source
         self._numpy_allowed = _safe_numpy_globals()
+        self.budget = budget if budget is not None else _Budget(0)
+
+    def load(self):
+        """The object, with numpy's checked stand-ins replaced by what they built (legacy tensors stay lazy)."""
+        return _finish(super().load())
 
     def find_class(self, module, name):
         if module == "torch._utils" and self._legacy and name in ("_rebuild_tensor_v2", "_rebuild_tensor"):
@@ -251,15 +373,18 @@ class RestrictedUnpickler(pickle.Unpickler):
         if dtype is None:
             raise CheckpointError(f"{self._source}: unsupported storage type {tname}")
         bf16 = "BFloat16" in tname or tname == "bfloat16"
+        if numel < 0:
+            raise CheckpointError(f"{self._source}: storage {key} declares {numel} elements")
         st = self._load_storage(key, np.dtype(dtype), numel)
         if isinstance(st, _DeferredStorage):
             st.bfloat16 = bf16
             return st
-        return _Storage(st, bfloat16=bf16)
+        return _Storage(st, bfloat16=bf16, budget=self.budget)
 
 
 def read_zip(path):
     """The object stored in a torch>=1.6 zip archive (any archive folder name)."""
+    archive_bytes = os.path.getsize(path)
     with zipfile.ZipFile(path) as zf:
         names = zf.namelist()
         pkl = [n for n in names if n.endswith("data.pkl") and n.count("/") <= 1]
@@ -271,9 +396,7 @@ def read_zip(path):
         def load_storage(key, dtype, numel):
             if key not in cache:
                 info = zf.getinfo(f"{prefix}data/{key}")
-                if info.file_size != numel * dtype.itemsize:  # checked before reading: no member inflates unasked
-                    raise CheckpointError(f"{path} is corrupt (storage {key} holds {info.file_size} bytes, expected "
-                                          f"{numel * dtype.itemsize}); {DAMAGED_REMEDY}")
+                _check_storage_member(path, key, info, numel * dtype.itemsize, archive_bytes)
                 raw = zf.read(info)
                 if len(raw) < numel * dtype.itemsize:
                     raise CheckpointError(f"{path} is truncated or corrupt (storage {key} holds {len(raw)} bytes, "
@@ -284,7 +407,23 @@ def read_zip(path):
         if zf.getinfo(pkl[0]).file_size > MAX_PICKLE_BYTES:
             raise CheckpointError(f"{path}: its object pickle is over {MAX_PICKLE_BYTES >> 20} MiB, no YOLOv5 "
                                   f"checkpoint's is; {DAMAGED_REMEDY}")
-        return RestrictedUnpickler(io.BytesIO(zf.read(pkl[0])), load_storage, path).load()
+        return RestrictedUnpickler(io.BytesIO(zf.read(pkl[0])), load_storage, path,
+                                   budget=_Budget(archive_bytes)).load()
+
+
+def _check_storage_member(path, key, info, declared, archive_bytes):
+    """Before a storage is read: its member holds exactly the bytes the pickle declares, stored as they are
+    (torch.save never compresses; a compressed member may declare gigabytes that a few bytes inflate to), and lies
+    inside the archive (a stored member's declared size cannot exceed what the file has)."""
+    if info.compress_type != zipfile.ZIP_STORED:
+        raise CheckpointError(f"{path} is corrupt (storage {key} is compressed, which torch.save never writes, and "
+                              f"declares {info.file_size} bytes); {DAMAGED_REMEDY}")
+    if info.file_size != declared or info.compress_size != info.file_size:
+        raise CheckpointError(f"{path} is corrupt (storage {key} holds {info.file_size} bytes, expected "
+                              f"{declared}); {DAMAGED_REMEDY}")
+    if info.header_offset + info.compress_size > archive_bytes:
+        raise CheckpointError(f"{path} is truncated or corrupt (storage {key} of {declared} bytes would end past "
+                              f"the file's {archive_bytes} bytes); {DAMAGED_REMEDY}")
 
 
 class _DeferredStorage:
@@ -309,24 +448,70 @@ class _HeaderUnpickler(pickle.Unpickler):
         raise CheckpointError(f"unexpected global {module}.{name} in a legacy checkpoint header")
 
 
-def _resolve_lazy(x, data):
-    if isinstance(x, _LazyTensor):
-        storage, *rest = x.args
-        return _rebuild_tensor_v2(_Storage(data[storage.key], storage.bfloat16), *rest)
-    if isinstance(x, TensorData) and isinstance(x.array, _LazyTensor):  # a Parameter around a lazy tensor
-        t = _resolve_lazy(x.array, data)
-        return TensorData(t.array, x.requires_grad, x.param)
-    if isinstance(x, dict):
-        for k in list(x):
-            x[k] = _resolve_lazy(x[k], data)
-    elif isinstance(x, list):
-        x[:] = [_resolve_lazy(v, data) for v in x]
-    elif isinstance(x, tuple):
-        return type(x)(_resolve_lazy(v, data) for v in x) if not hasattr(x, "_fields") else x
-    elif isinstance(x, StubObject):
-        for k, v in list(vars(x).items()):
-            vars(x)[k] = _resolve_lazy(v, data)
-    return x
+_KEEP = object()
+
+
+def _walk_replace(root, replace):
+    """root with each object x for which replace(x) is not _KEEP replaced by that value: in place in dicts, lists,
+    sets, stubs and Namespaces, by rebuilding in tuples. Each object is visited once: shared objects stay shared and
+    a cycle ends (a file can nest deeper than Python recurses: the caller reports a RecursionError as damage)."""
+    done = {}
+
+    def visit(x):
+        r = replace(x)
+        if r is not _KEEP:
+            return r
+        key = id(x)
+        if key in done:
+            return done[key]
+        done[key] = x
+        if isinstance(x, dict):
+            for k in list(x):
+                x[k] = visit(x[k])
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                x[i] = visit(v)
+        elif isinstance(x, set):
+            items = [visit(v) for v in x]
+            x.clear()
+            x.update(items)
+        elif isinstance(x, (tuple, frozenset)) and not hasattr(x, "_fields"):
+            done[key] = type(x)(visit(v) for v in x)
+        elif isinstance(x, (StubObject, argparse.Namespace)):
+            d = vars(x)
+            for k in list(d):
+                d[k] = visit(d[k])
+        return done[key]
+
+    return visit(root)
+
+
+def _built(x):
+    """numpy's checked stand-ins -> what they built."""
+    if isinstance(x, _ArrayBuild):
+        if x.array is None:
+            raise CheckpointError("numpy array without its state")
+        return x.array
+    if isinstance(x, _DtypeBuild):
+        return x.dtype
+    return _KEEP
+
+
+def _finish(obj):
+    return _walk_replace(obj, _built)
+
+
+def _resolve_lazy(obj, data, budget=None):
+    """Legacy files: every tensor rebuilt now that the storages' bytes are read."""
+    def resolve(x):
+        if isinstance(x, _LazyTensor):
+            storage, *rest = x.args
+            return _rebuild_tensor_v2(_Storage(data[storage.key], storage.bfloat16, budget), *rest)
+        if isinstance(x, TensorData) and isinstance(x.array, _LazyTensor):  # a Parameter around a lazy tensor
+            return TensorData(resolve(x.array).array, x.requires_grad, x.param)
+        return _KEEP
+
+    return _walk_replace(obj, resolve)
 
 
 def read_legacy(path):
@@ -344,7 +529,8 @@ def read_legacy(path):
             pending[key] = _DeferredStorage(key, dtype, numel, False)
             return pending[key]
 
-        obj = RestrictedUnpickler(f, load_storage, path, legacy=True).load()
+        budget = _Budget(size)
+        obj = RestrictedUnpickler(f, load_storage, path, legacy=True, budget=budget).load()
         keys = _HeaderUnpickler(f).load()
         data = {}
         for key in keys:
@@ -356,7 +542,7 @@ def read_legacy(path):
             if len(raw) < numel * st.dtype.itemsize:
                 raise CheckpointError(f"{path} is truncated (storage {key} ends early); {DAMAGED_REMEDY}")
             data[str(key)] = np.frombuffer(raw, dtype=st.dtype)
-    return _resolve_lazy(obj, data)
+    return _resolve_lazy(obj, data, budget)
 
 
 def read_pytorch_file(path):
@@ -364,8 +550,14 @@ def read_pytorch_file(path):
     path = str(path)
     try:
         return read_zip(path) if zipfile.is_zipfile(path) else read_legacy(path)
-    except CheckpointError:
-        raise
+    except CheckpointError as e:
+        if path in str(e):
+            raise
+        raise CheckpointError(f"{path} is corrupt or not a checkpoint: {e}; {DAMAGED_REMEDY}") from e
+    except (RecursionError, MemoryError) as e:
+        raise CheckpointError(f"{path} is corrupt or not a checkpoint: it asks for more "
+                              f"{'nesting' if isinstance(e, RecursionError) else 'memory'} than any checkpoint "
+                              f"needs; {DAMAGED_REMEDY}") from e
     except zipfile.BadZipFile as e:
         raise CheckpointError(f"{path}: corrupt checkpoint ({e}): the file was damaged after it was written; "
                               f"{DAMAGED_REMEDY}") from e
