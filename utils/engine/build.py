@@ -16,7 +16,7 @@ from utils.engine.errors import TrainingError
 from utils.engine.hyp import load_hyp, scale_hyp
 from utils.engine.initial_model import initial_model
 from utils.engine.parts import FastPaths, Precision, RunOptions, TrainingParts, TrainingState
-from utils.engine.resume import read_resume_checkpoint, restore_rng, restore_training_state
+from utils.engine.resume import check_resumed_classes, read_resume_checkpoint, restore_rng, restore_training_state
 from utils.engine.run_folder import prepare_run_folder
 from utils.engine.schedule import NBS, Schedule, set_param_groups
 from utils.engine.seeding import process_seed
@@ -46,6 +46,8 @@ def build_training(opt, hyp, device, dist=None, task_plugin=DETECT):
     names = {0: "item"} if opt.single_cls and len(data["names"]) != 1 else data["names"]
 
     ckpt = read_resume_checkpoint(opt.weights, task.build_model) if opt.resume else None
+    if ckpt is not None:  # the same classes as the run being resumed, or one line before anything is trained
+        check_resumed_classes(ckpt, nc, names, opt.data, name=opt.weights)
     model = initial_model(opt, hyp, nc, device, ckpt, task.model_class, task.check_pretrained)
     gs = max(int(model.stride.max()), 32)  # grid size (max stride)
     imgsz = check_img_size(opt.imgsz, gs, floor=gs * 2)

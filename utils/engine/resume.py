@@ -22,6 +22,46 @@ def read_resume_checkpoint(weights, build_model):
     return load_checkpoint(weights, map_location="cpu", build_models=build_model)
 
 
+def _name_list(names):
+    """A class list as a list of str in index order ({0: 'person', ...} or ['person', ...]); None when absent."""
+    if isinstance(names, dict):
+        try:
+            return [str(names[k]) for k in sorted(names, key=int)]
+        except (TypeError, ValueError):
+            return [str(v) for v in names.values()]
+    if isinstance(names, (list, tuple)):
+        return [str(x) for x in names]
+    return None
+
+
+def _class_difference(old, new):
+    """The first difference between two class lists, in a few words."""
+    for i, (a, b) in enumerate(zip(old, new)):
+        if a != b:
+            return f"class {i} is '{a}' there and '{b}' here"
+    i = min(len(old), len(new))
+    extra = (old if len(old) > len(new) else new)[i]
+    return f"class {i} ('{extra}') is only {'there' if len(old) > len(new) else 'here'}"
+
+
+def check_resumed_classes(ckpt, nc, names, data, name="last.pt"):
+    """Raise TrainingError when the data's classes (nc, names as the run will train them) are not those the
+    checkpoint's model was trained for: resuming would train the old head against the new labels and save a
+    last.pt whose head and class count disagree. Called before anything is trained."""
+    model = ckpt.get("model")
+    head = getattr(model, "model", None)
+    head = head[-1] if head is not None and len(head) else None
+    saved_nc = getattr(head, "nc", None)
+    saved_nc = int(saved_nc if saved_nc is not None else getattr(model, "nc", nc))
+    saved, here = _name_list(getattr(model, "names", None)), _name_list(names)
+    if saved_nc == int(nc) and (saved is None or here is None or saved == here):
+        return
+    what = _class_difference(saved, here) if saved is not None and here is not None and saved != here else ""
+    raise TrainingError(f"--resume: {name} was trained for {saved_nc} classes and the data {data} now has {nc}"
+                        f"{f' ({what})' if what else ''}: the data's class list changed since the run started. "
+                        f"Restore the data YAML's names to resume, or start a new run with --weights {name}.")
+
+
 def restore_training_state(ckpt, optimizer, scaler, ema, device, epochs, name="last.pt"):
     """Load optimizer, scaler and EMA from ckpt in place; returns the TrainingState to continue from. Raises
     TrainingError when the checkpoint has already finished its epochs."""

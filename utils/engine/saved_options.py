@@ -5,7 +5,7 @@ A checkpoint is a file like any other: edited, damaged or foreign, its values mu
 are."""
 import argparse
 import math
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from utils.checkpoint import CheckpointError, load_checkpoint
 from utils.engine.errors import TrainingError
@@ -29,7 +29,7 @@ def _fits(v, default):
     if isinstance(default, float):
         return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
     if isinstance(default, str):
-        return isinstance(v, str) or v is None
+        return isinstance(v, (str, PurePath)) or v is None  # official defaults such as --evolve_population are Paths
     if isinstance(default, list):
         return isinstance(v, (list, tuple)) or isinstance(v, int) and not isinstance(v, bool)
     return True
@@ -64,4 +64,14 @@ def read_resumed_checkpoint(opt):
     except CheckpointError as e:
         raise TrainingError(f"--resume: {e}") from e
     saved = ckpt.get("opt") if isinstance(ckpt, dict) else None
-    return last, ckpt, vars(saved) if isinstance(saved, argparse.Namespace) else saved  # a Namespace reads as its dict
+    saved = vars(saved) if isinstance(saved, argparse.Namespace) else saved  # a Namespace reads as its dict
+    return last, ckpt, _paths_as_text(saved)
+
+
+def _paths_as_text(saved):
+    """The saved options with path objects as text: the official parser's defaults are pathlib Paths (an official
+    last.pt keeps evolve_population=PosixPath('data/hyps') when the flag was not given), this project's flags
+    take text."""
+    if not isinstance(saved, dict):
+        return saved
+    return {k: str(v) if isinstance(v, PurePath) else v for k, v in saved.items()}
