@@ -22,6 +22,7 @@ import yaml
 
 from utils.atomic_files import write_bytes, write_text
 from utils.errors import UserError
+from utils.evolve_csv import read_evolve_csv
 from utils.log import LOGGER, colorstr
 from utils.loggers import note_ignored_flags
 from utils.paths import ROOT
@@ -64,20 +65,13 @@ class EvolveColumns:
 DETECTION = EvolveColumns(RESULT_KEYS, _fitness)
 
 
-def read_evolve_csv(csv):
-    lines = Path(csv).read_text().splitlines()
-    keys = [k.strip() for k in lines[0].split(",")]
-    x = np.array([[float(v) for v in line.split(",")] for line in lines[1:] if line.strip()], ndmin=2)
-    return keys, x
-
-
 def mutate(hyp, csv, parent="single", mp=0.8, s=0.2, rng=None, columns=DETECTION):
     """A child of the best rows in evolve.csv (returns a new hyp dict); the hyp itself when there is no csv yet."""
     hyp = dict(hyp)
     csv = Path(csv)
-    if csv.exists():
+    keys, x = read_evolve_csv(csv) if csv.exists() else ([], ())  # rows that are not numbers are skipped, warned
+    if len(x):  # no usable generation yet: the hyp itself, as without a csv
         rng = rng or np.random.default_rng(int(time.time()))
-        keys, x = read_evolve_csv(csv)
         n = min(5, len(x))
         x = x[np.argsort(-columns.fitness(x))][:n]
         w = columns.fitness(x) - columns.fitness(x).min() + 1e-6
