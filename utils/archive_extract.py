@@ -160,7 +160,23 @@ def _refuse(archive, member, why):
                          "checking its contents, or fix the archive.")
 
 
+def _zip_spans(z, archive):
+    """{header offset: bytes from it to the next member's header or the central directory}: the most compressed
+    data a member can really hold, whatever its declared compress_size says. Two entries pointing at the same data
+    (an overlapping zip, the construction of the best compression bombs) are refused."""
+    infos = z.infolist()
+    offsets = sorted(i.header_offset for i in infos)
+    for a, b in zip(offsets, offsets[1:]):
+        if a == b:
+            names = [i.filename for i in infos if i.header_offset == a]
+            raise _refuse(archive, names[1], f"shares its data with member '{names[0]}' (an overlapping zip, as "
+                                             "compression bombs are built)")
+    end = getattr(z, "start_dir", None) or os.path.getsize(archive)
+    return {a: max(b - a, 0) for a, b in zip(offsets, offsets[1:] + [end])}
+
+
 def _zip_members(z, archive):
+    spans = _zip_spans(z, archive)
     out = []
     for info in z.infolist():
         kind = stat.S_IFMT(info.external_attr >> 16)  # 0: made where files have no Unix mode (Windows)
@@ -169,8 +185,8 @@ def _zip_members(z, archive):
         if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
             raise _refuse(archive, info.filename, "is a device, FIFO or socket (a dataset archive holds files and "
                                                   "folders only)")
-        out.append(_Member(info.filename, info.is_dir(), info.file_size, info.compress_size,
-                           lambda info=info: z.open(info)))
+        packed = min(info.compress_size, spans[info.header_offset])  # a declared size larger than its room lies
+        out.append(_Member(info.filename, info.is_dir(), info.file_size, packed, lambda info=info: z.open(info)))
     return out
 
 

@@ -1,7 +1,7 @@
 """A data YAML's `download:` entry (a zip URL, a shell or a Python entry) comes with a dataset: the zip is its
 author's choice of files, the others are code, so it runs only when the user opts in (YOLO_ALLOW_DOWNLOAD_SCRIPTS=1,
-or train.py / val.py --allow-download-scripts) and is printed in full first. Without consent: one line, naming the YAML, showing the
-entry and saying how to go on; nothing runs."""
+or train.py / val.py --allow-download-scripts) and is printed in full first. Without consent: one line, naming the
+YAML, showing the entry and saying how to go on; nothing runs."""
 import logging
 import os
 import subprocess
