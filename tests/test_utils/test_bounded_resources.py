@@ -223,3 +223,64 @@ def test_numpy_values_in_a_checkpoint_still_round_trip(tmp_path):
     assert (back["a"] == obj["a"]).all() and back["a"].dtype == np.float32 and (back["f"] == 1).all()
     assert back["s"] == 0.5 and back["d"] == np.dtype(">i4") and list(back["u"]) == ["ab", "c"]
     assert back["b"] == b"xy"
+
+
+# ---- 3. only regular files are opened as images and labels ----------------------------------------------------
+def _run_limited(fn, seconds=20):
+    """fn() in a forked child with a deadline: a call that blocks (on a FIFO) fails the test instead of hanging it."""
+    import multiprocessing
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+
+    def child():
+        try:
+            q.put(("ok", fn()))
+        except BaseException as e:  # noqa: BLE001 (handed to the test as it is)
+            q.put(("raised", f"{type(e).__name__}: {e}"))
+
+    p = ctx.Process(target=child)
+    p.start()
+    p.join(seconds)
+    if p.is_alive():
+        p.kill()
+        p.join()
+        pytest.fail(f"blocked for {seconds} s (a FIFO opened as a file?)")
+    return q.get(timeout=5)
+
+
+@pytest.fixture
+def folder_with_fifo(tmp_path, coco128_dir):
+    import shutil
+    images = tmp_path / "images"
+    images.mkdir()
+    shutil.copy(next((coco128_dir / "images" / "train2017").glob("*.jpg")), images / "a.jpg")
+    os.mkfifo(images / "x.jpg")  # named like an image; opening it for reading blocks until a writer comes
+    os.mkfifo(images / "clip.mp4")
+    return images
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs")
+def test_listings_skip_a_fifo_named_like_an_image_with_a_warning(folder_with_fifo, capfd):
+    from utils.data.files import list_image_files
+    from utils.data.media import LoadImages
+    status, files = _run_limited(lambda: list_image_files(str(folder_with_fifo)))
+    assert status == "ok" and [os.path.basename(f) for f in files] == ["a.jpg"], files
+    status, files = _run_limited(lambda: LoadImages(str(folder_with_fifo)).files)
+    assert status == "ok" and [os.path.basename(f) for f in files] == ["a.jpg"], files
+    warnings = [ln for ln in capfd.readouterr().err.splitlines() if "not regular files" in ln]
+    assert len(warnings) == 2 and all(str(folder_with_fifo / "x.jpg") in w and "FIFO" in w for w in warnings)
+    assert "clip.mp4" in warnings[1]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs")
+def test_reading_a_fifo_as_an_image_or_label_is_refused_in_one_line(folder_with_fifo):
+    from utils.data.files import is_regular_file, open_regular_file
+    from utils.data.media import read_image
+    fifo = str(folder_with_fifo / "x.jpg")
+    status, msg = _run_limited(lambda: read_image(fifo))
+    assert status == "raised" and msg.startswith("FileNotFoundError") and fifo in msg and "FIFO" in msg, msg
+    assert "\n" not in msg
+    status, msg = _run_limited(lambda: open_regular_file(fifo, "r").read())
+    assert status == "raised" and fifo in msg and "not a regular file" in msg, msg
+    assert not is_regular_file(fifo) and is_regular_file(folder_with_fifo / "a.jpg")
+    assert read_image(str(folder_with_fifo / "a.jpg")).ndim == 3

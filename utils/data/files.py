@@ -1,8 +1,14 @@
 """Image and label files: which files a dataset path means, where each image's label file is, and image sizes as
-the EXIF orientation tag displays them."""
+the EXIF orientation tag displays them.
+
+Only regular files are opened as images and labels: a FIFO named like an image (x.jpg made by mkfifo) blocks the
+first read of it for good, and a device can return data without end. Listings skip such files with one warning
+naming them (drop_special_files); readers open through open_regular_file, which refuses them without blocking."""
+import errno
 import glob
 import logging
 import os
+import stat
 from pathlib import Path
 
 from PIL import ExifTags, ImageOps
@@ -15,6 +21,72 @@ HELP_URL = "See https://docs.ultralytics.com/yolov5/tutorials/train_custom_data"
 
 ORIENTATION_TAG = next((k for k, v in ExifTags.TAGS.items() if v == "Orientation"), 274)
 TRANSPOSING_ORIENTATIONS = (5, 6, 7, 8)  # EXIF orientations whose display swaps width and height
+
+
+class NotRegularFileError(OSError):
+    """A path that is a FIFO, socket, device or folder where a file's data is expected."""
+
+
+def _kind(mode):
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def is_regular_file(path):
+    """True for a regular file (or a link to one); False for anything else, or a path that cannot be examined."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def special_file_kind(path):
+    """What an EXISTING non-regular path is ('a FIFO (named pipe)', ...), or None: a regular file, or a path that
+    does not exist (the reader reports that one as missing)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return None if stat.S_ISREG(mode) else _kind(mode)
+
+
+def open_regular_file(path, mode="rb", **kwargs):
+    """open(path, mode) for reading, refused with NotRegularFileError (naming the path and what it is) unless path is
+    a regular file. Decided on the opened descriptor: opening does not block on a FIFO (O_NONBLOCK), and a file
+    swapped for a FIFO after a listing is still refused."""
+    if any(c in mode for c in "wax+"):
+        raise ValueError(f"open_regular_file reads only (mode {mode!r})")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        st_mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(st_mode):
+            raise NotRegularFileError(errno.EINVAL, f"{path} is {_kind(st_mode)}, not a regular file: remove it or "
+                                                    "replace it with a file", str(path))
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, mode, **kwargs)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def drop_special_files(files, prefix=""):
+    """files without those that exist but are not regular files (FIFOs, sockets, devices), with one warning naming
+    them; paths that do not exist stay, for the reader to report as missing."""
+    kept, dropped = [], []
+    for f in files:
+        kind = special_file_kind(f)
+        (dropped if kind else kept).append((f, kind))
+    if dropped:
+        shown = ", ".join(f"{f} ({k})" for f, k in dropped[:3]) + (f" and {len(dropped) - 3} more"
+                                                                     if len(dropped) > 3 else "")
+        logging.getLogger("yolov5").warning(f"{prefix}{WARN} skipped {len(dropped)} path(s) that are not regular "
+                                            f"files (only files are read as images or videos): {shown}")
+    return [f for f, _ in kept]
 
 
 def img2label_paths(img_paths):
@@ -62,7 +134,7 @@ def list_image_files(path, prefix=""):
             files += [f for f in _walk_folder(p, prefix) if "." in os.path.basename(f)]  # as glob('**/*.*')
         elif p.is_file():
             parent = str(p.parent) + os.sep
-            with open(p, errors="surrogateescape") as t:  # names in another encoding stay the OS's bytes
+            with open_regular_file(p, "r", errors="surrogateescape") as t:  # names in another encoding stay the OS's bytes
                 lines = t.read().strip().splitlines()
             files += [x.replace("./", parent, 1) if x.startswith("./") else x for x in lines
                       if x.strip() and "\0" not in x]  # a NUL cannot be in a path: such a line names no file
@@ -71,6 +143,7 @@ def list_image_files(path, prefix=""):
         else:
             raise FileNotFoundError(f"{prefix}{p} does not exist")
     files = sorted(x.replace("/", os.sep) for x in files if x.split(".")[-1].lower() in IMG_FORMATS)
+    files = drop_special_files(files, prefix)  # a FIFO named x.jpg would block the first read of it for good
     if not files:
         raise FileNotFoundError(f"{prefix}No images found in {path}. Supported formats are {IMG_FORMATS}. {HELP_URL}")
     return files

@@ -2,7 +2,9 @@
 
 An image or video that cannot be read (damaged, over OpenCV's pixel limit, a name that is not UTF-8 text for
 OpenCV's video reader) raises FileNotFoundError with one line saying why, after the iterator has moved past it,
-so detect.py reports it and goes on with the next file (utils/inference/sources.ReadableFrames)."""
+so detect.py reports it and goes on with the next file (utils/inference/sources.ReadableFrames). Only regular files
+are read: a FIFO, socket or device named like an image or video is skipped with a warning when listed, refused in
+one line when read (utils/data/files.py), never opened to block."""
 import glob
 import os
 from pathlib import Path
@@ -11,7 +13,8 @@ import cv2
 import numpy as np
 
 from utils.augmentations import letterbox
-from utils.data.files import IMG_FORMATS, VID_FORMATS
+from utils.data.files import (IMG_FORMATS, VID_FORMATS, NotRegularFileError, drop_special_files, open_regular_file,
+                              special_file_kind)
 
 
 class LoadImages:
@@ -33,6 +36,7 @@ class LoadImages:
                 files.append(p)
             else:
                 raise FileNotFoundError(f"{p} does not exist")
+        files = drop_special_files(files)  # a FIFO named x.jpg or x.mp4 would block its first read for good
         images = [x for x in files if x.split(".")[-1].lower() in IMG_FORMATS]
         videos = [x for x in files if x.split(".")[-1].lower() in VID_FORMATS]
         ni, nv = len(images), len(videos)
@@ -97,6 +101,8 @@ class LoadImages:
     def _new_video(self, path):
         self.frame = 0
         try:
+            if special_file_kind(path):  # became a FIFO or device after the listing: never opened to block
+                raise cv2.error("not a regular file")
             self.cap = cv2.VideoCapture(path)
         except (UnicodeEncodeError, cv2.error):  # a file name OpenCV cannot take: reported when its turn comes
             self.cap = cv2.VideoCapture()
@@ -107,6 +113,9 @@ class LoadImages:
 
 
 def video_problem(path):
+    kind = special_file_kind(path)
+    if kind:
+        return f"it is {kind}, not a regular file"
     try:
         str(path).encode("utf-8")
     except UnicodeEncodeError:
@@ -115,15 +124,20 @@ def video_problem(path):
 
 
 def read_image(path, flags=cv2.IMREAD_COLOR):
-    """An image file decoded to BGR (EXIF orientation applied, like cv2.imread), through np.fromfile so that any
-    file name the OS gives (non-ASCII, not UTF-8) opens. Raises FileNotFoundError naming the file and why."""
+    """An image file decoded to BGR (EXIF orientation applied, like cv2.imread), read by Python so that any file
+    name the OS gives (non-ASCII, not UTF-8) opens. Raises FileNotFoundError naming the file and why (a FIFO or
+    device named like an image is refused, never read)."""
     try:
-        im = cv2.imdecode(np.fromfile(path, np.uint8), flags)
+        with open_regular_file(path) as f:
+            data = np.fromfile(f, np.uint8)
+        im = cv2.imdecode(data, flags)
     except cv2.error as e:
         if "CV_IO_MAX_IMAGE_PIXELS" in str(e):
             raise FileNotFoundError(f"image {path} is over OpenCV's pixel limit (CV_IO_MAX_IMAGE_PIXELS, 2^30 pixels "
                                     "by default): resize it, or set that variable higher") from None
         raise FileNotFoundError(f"image {path} cannot be decoded ({' '.join(str(e).split())[-120:]})") from None
+    except NotRegularFileError as e:
+        raise FileNotFoundError(f"image {e.strerror}") from None
     except (OSError, ValueError) as e:
         raise FileNotFoundError(f"image {path} cannot be read ({e})") from None
     if im is None:
