@@ -100,7 +100,7 @@ def make_parser():
                         "CPU: bf16 where native)")
     parser.add_argument("--no-amp", dest="amp", action="store_false", help="train in fp32, also on CUDA")
     parser.add_argument("--allow-download-scripts", action="store_true",
-                        help="let the data YAML's shell/Python 'download:' run (as YOLO_ALLOW_DOWNLOAD_SCRIPTS=1)")
+                        help="let the data YAML's 'download:' (a zip URL or code) run (as YOLO_ALLOW_DOWNLOAD_SCRIPTS=1)")
     return parser
 
 

@@ -105,7 +105,7 @@ def parse_opt(argv=None):
     parser = FlagParser()
     add_val_flags(parser, data=ROOT / "data/coco128.yaml", weights=ROOT / "yolov5s.pt", project=ROOT / "runs/val")
     parser.add_argument("--allow-download-scripts", action="store_true",
-                        help="let the data YAML's shell/Python 'download:' run (as YOLO_ALLOW_DOWNLOAD_SCRIPTS=1)")
+                        help="let the data YAML's 'download:' (a zip URL or code) run (as YOLO_ALLOW_DOWNLOAD_SCRIPTS=1)")
     opt = parser.parse_args(argv)
     opt.save_json |= str(opt.data).endswith("coco.yaml")
     opt.save_txt |= opt.save_hybrid

@@ -144,7 +144,8 @@ CACHE_DIR = Setting(
     shown_default="~/.cache/yolov5")
 ALLOW_DOWNLOAD_SCRIPTS = Setting(
     "YOLO_ALLOW_DOWNLOAD_SCRIPTS", "0, 1", False,
-    "1 lets a dataset YAML's shell or Python `download:` entry run (as `--allow-download-scripts` does).", _switch)
+    "1 lets a dataset YAML's `download:` entry (a zip URL, shell or Python) run (as `--allow-download-scripts` "
+    "does).", _switch)
 DDP_TIMEOUT = Setting(
     "YOLO_DDP_TIMEOUT", "seconds > 0", 10800.0,
     "Bounds a DDP job's collectives and is the watchdog's no-progress limit (3 h, as ultralytics: the other ranks "
