@@ -1,8 +1,8 @@
 """ImageFolder classification data as ultralytics' classify scripts read it: root/<class>/<image>, classes are the
 sorted folder names, images sorted within each (utils/classify/folders.py: hidden folders are never classes, and a
-split is labelled with the run's one class list by folder name); eval transform = centred square crop resized to imgsz (cv2
-INTER_LINEAR), BGR -> RGB, /255, ImageNet mean/std; training transform = utils/classify/augment.py. numpy only; the
-collate makes framework tensors.
+split is labelled with the run's one class list by folder name); eval transform = centred square crop resized to
+imgsz (cv2 INTER_LINEAR), BGR -> RGB, /255, ImageNet mean/std; training transform = utils/classify/augment.py.
+numpy only; the collate makes framework tensors.
 
 The trainer's loaders (training_loader) yield uint8 RGB images, normalised on the device by the task
 (utils/tasks/classify.py), as the detection loaders do: a quarter of the bytes through the workers' queues.

@@ -10,7 +10,8 @@ a .npy file, keyed and checked as detection's caches are (utils/data/image_cache
 * images in a folder that is not writable (shared or read-only data) get their caches in the user's cache folder
   (YOLO_CACHE_DIR), chosen by detection's disk_cache_dir;
 * the only files removed are this module's own: older keys of the same image (`x.jpg.cls.<other key>.npy`) and the
-  temporary files of interrupted cache writes whose writer is gone. Official caches (`x.npy`) are neither read nor touched.
+  temporary files of interrupted cache writes whose writer is gone. Official caches (`x.npy`) are neither read nor
+  touched.
 """
 import hashlib
 import os
