@@ -393,6 +393,20 @@ def test_folders_python_imports_from_are_refused(tmp_path, monkeypatch):
     assert unsafe_data_folder_reason(ROOT.parent / "datasets" / "coco128") is None  # coco128.yaml's official place
 
 
+def test_no_download_into_site_packages(tmp_path, src):
+    """A YAML naming a site-packages folder: a .pth file there would run at every Python start."""
+    import site
+    sp = next((p for p in site.getsitepackages() if os.path.isdir(p)), None)
+    if sp is None:
+        pytest.skip("no site-packages folder")
+    archive = _zip(src / "ds.zip", {"images/a.jpg": b"jpg", "x.pth": b"import os"})
+    y = _data_yaml(tmp_path, archive, path=os.path.join(sp, "ds"))
+    before = sorted(os.listdir(sp))
+    with pytest.raises(DataFolderRefused) as e:
+        check_dataset(str(y), allow_scripts=True)
+    assert "Set 'path:'" in _one_line(e) and sorted(os.listdir(sp)) == before
+
+
 def test_reading_data_with_path_missing_still_works(tmp_path, coco128_dir):
     """Only downloads are refused: data already there is read from paths relative to the project, as before."""
     rel = os.path.relpath(coco128_dir / "images" / "train2017", ROOT)
