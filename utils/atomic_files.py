@@ -145,13 +145,7 @@ def output_folder(folder):
         _discard(tmp)
         tmp.mkdir(parents=True)
         yield tmp
-        for src in sorted(p for p in tmp.rglob("*") if not p.is_dir()):
-            dst = folder / src.relative_to(tmp)
-            _before_write(dst)
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            if dst.is_dir() and not dst.is_symlink():
-                raise OSError(errno.EISDIR, f"{dst} is a folder")
-            os.replace(src, dst)
+        _rename_files_into(tmp, folder)
         _discard(tmp)
     except OSError as e:
         _discard(tmp)
@@ -159,6 +153,45 @@ def output_folder(folder):
     except BaseException:
         _discard(tmp)
         raise
+
+
+def _rename_files_into(src_dir, folder):
+    """Rename each file of src_dir to the same relative name in folder. Each file it replaces is first renamed
+    aside (under its temporary name) and removed only once all are in, so a failure half way (the k-th rename)
+    renames them back and removes the new files and folders: folder ends as it was, never half old, half new."""
+    done, made = [], []  # (target, the replaced file set aside or None); folders created, deepest first per file
+    try:
+        for src in sorted(p for p in src_dir.rglob("*") if not p.is_dir()):
+            dst = folder / src.relative_to(src_dir)
+            _before_write(dst)
+            missing = [p for p in (dst.parent, *dst.parent.parents) if not p.exists()]
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            made += missing
+            if dst.is_dir() and not dst.is_symlink():
+                raise OSError(errno.EISDIR, f"{dst} is a folder")
+            aside = temp_path_for(dst) if os.path.lexists(dst) else None
+            if aside is not None:
+                os.replace(dst, aside)
+            done.append((dst, aside))
+            os.replace(src, dst)
+    except BaseException:
+        for dst, aside in reversed(done):
+            try:
+                if aside is not None:
+                    os.replace(aside, dst)
+                else:
+                    dst.unlink(missing_ok=True)
+            except OSError:
+                pass
+        for d in sorted(made, key=lambda p: len(p.parts), reverse=True):
+            try:
+                d.rmdir()  # only if empty: created by this call
+            except OSError:
+                pass
+        raise
+    for _, aside in done:
+        if aside is not None:
+            _discard(aside)
 
 
 def _discard(p):

@@ -76,9 +76,11 @@ def write_zip(f, records):
 
 
 def atomic_write(path, write):
-    """Call write(binary file) on <path>.<host>.<pid>.tmp beside path, fsync it, then rename it over path (mode
-    0644, as torch.save's files): a crash or an error mid-save never leaves a half-written file under the final
-    name, and a process killed mid-save leaves a temporary file the next run removes (utils/atomic_files.py)."""
+    """Call write(binary file) on <name>.<host>.<pid>.yolo-partial<suffix> beside path (last.pt ->
+    last.pt.<host>.<pid>.yolo-partial.pt), fsync it, then rename it over path (mode 0644, as torch.save's files): a
+    crash or an error mid-save never leaves a half-written file under the final name, a failure raises
+    OutputWriteError naming path, and a process killed mid-save leaves a temporary file the next run removes
+    (utils/atomic_files.py)."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, write, durable=True, mode=0o644)

@@ -1,10 +1,13 @@
 """The trainer's pictures for classification: a grid of the first images of a batch, each captioned with its class
 (the name of its folder), and after the last epoch with the predicted class too -- the counterparts of official
-classify/train.py's train_images.jpg and test_images.jpg (25 images each)."""
+classify/train.py's train_images.jpg and test_images.jpg (25 images each). Written through
+utils/atomic_files.write_image: whole or not at all."""
 from pathlib import Path
 
 import cv2
 import numpy as np
+
+from utils.atomic_files import write_image
 
 
 def plot_classification_batch(images, labels, paths, fname, max_images=25, predictions=None, names=None):
@@ -33,7 +36,7 @@ def plot_classification_batch(images, labels, paths, fname, max_images=25, predi
             name += "-" + _class_name(int(predictions[i]), names)
         cv2.putText(canvas, name[:tw // 7], (x0 + 2, y0 + 12), cv2.FONT_HERSHEY_SIMPLEX, 0.35, (0, 0, 0), 1,
                     cv2.LINE_AA)
-    cv2.imwrite(str(fname), canvas)
+    write_image(fname, canvas)
 
 
 def _class_name(index, names):

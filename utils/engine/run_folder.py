@@ -1,6 +1,7 @@
 """The run folder a training writes: weights/ (cleared of what interrupted saves left), hyp.yaml, opt.yaml (what
-official --resume reads), a fresh results.csv, and the loggers. Only the main process writes; the others only learn
-the paths."""
+official --resume reads), and the loggers (a new run's first results.csv row replaces an earlier run's file). Only the
+main process writes; the others only learn the paths. Every file goes through utils/atomic_files.py."""
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -25,19 +26,19 @@ def prepare_run_folder(opt, hyp, dist, results_keys=None, settings_files=None):
         return run, None
     try:
         run.weights.mkdir(parents=True, exist_ok=True)
-        probe = run.save_dir / ".write_test"
-        probe.write_text("ok")
-        probe.unlink()
+        with tempfile.TemporaryFile(dir=run.save_dir) as probe:  # a nameless file: no name of the user's is touched
+            probe.write(b"ok")
+            probe.flush()
     except OSError as e:
         raise TrainingError(f"Run folder {run.save_dir} is not writable: {e.strerror or e}. "
                             "Choose another --project/--name or free some disk space.") from e
-    # A process killed mid-save (SIGKILL, power loss) leaves <name>.<host>.<pid>.tmp beside last.pt; only files whose
-    # writer is gone are removed, never those of a live process writing into the same folder (--exist-ok).
+    # A process killed mid-save (SIGKILL, power loss) leaves last.pt.<host>.<pid>.yolo-partial.pt beside last.pt; only
+    # names of that exact shape whose writer is gone are removed, never those of a live process writing into the same
+    # folder (--exist-ok), nor a user's file.
     removed = remove_stale_temp_files(run.weights, "")
     if removed:
         LOGGER.info(f"Removed {removed} temporary file(s) left in {run.weights} by interrupted checkpoint saves")
-    if not opt.resume:  # a new run in an existing folder (--exist-ok) starts its own results.csv
-        (run.save_dir / "results.csv").unlink(missing_ok=True)
+    remove_stale_temp_files(run.save_dir, "")  # and those of results.csv, opt.yaml, the plots (same exact shape)
     LOGGER.info(colorstr("hyperparameters: ") + ", ".join(f"{k}={v}" for k, v in hyp.items()))
     if getattr(opt, "evolve", None):  # evolve.csv and hyp_evolve.yaml record the generations instead
         return run, None

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from utils.atomic_files import write_text
 from utils.boxes import xyxy2xywh
 from utils.log import LOGGER
 
@@ -62,8 +63,7 @@ class CocoPredictions:
         if not self.jdict:
             return None
         LOGGER.info(f"\nSaving {self.file}...")
-        with open(self.file, "w") as f:
-            json.dump(self.jdict, f)
+        write_text(self.file, json.dumps(self.jdict))  # whole or not at all: pycocotools reads it back next
         if self.anno_json is None or not self.anno_json.is_file():
             LOGGER.info(f"No COCO annotations at {self.anno_json}: predictions saved, pycocotools evaluation skipped.")
             return None

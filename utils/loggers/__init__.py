@@ -7,14 +7,19 @@ What is logged when (official's points): the options and hyperparameters at star
 the 13 values per epoch; checkpoints every --save-period epochs; the images and the final model once training has
 ended and every plot is on disk (so no logger waits for a drawing, and nothing is logged per step except Comet's
 opt-in batch metrics, on steps whose losses the trainer reads back anyway). Every outside call goes through
-guard.Guarded: a logger that raises is one warning line and then off; the run goes on."""
+guard.Guarded: a logger that raises is one warning line and then off; the run goes on.
+
+results.csv and results.ndjson are small: each epoch rewrites the whole file through a temporary name
+(utils/atomic_files.py), so a full disk never leaves half a row, and a new run in an old folder (--exist-ok) replaces
+them with its first epoch's rows instead of deleting them at its start (a run that stops before its first epoch
+leaves the earlier files as they were)."""
 import json
 import signal
 import sys
 import threading
 from pathlib import Path
 
-from utils.atomic_files import write_atomically
+from utils.atomic_files import OutputWriteError, write_atomically
 from utils.errors import UserError
 from utils.log import LOGGER, colorstr
 from utils.loggers import clearml_logger, comet_logger, mlflow_logger, tensorboard, wandb_logger
@@ -71,8 +76,9 @@ class Loggers:
         self.opt, self.hyp = opt, dict(hyp or {})
         self.ndjson_console = bool(getattr(opt, "ndjson_console", False))
         self.ndjson = self.save_dir / "results.ndjson" if getattr(opt, "ndjson_file", False) else None
-        if self.ndjson and not getattr(opt, "resume", False):  # a new run (--exist-ok) starts its own file
-            self.ndjson.unlink(missing_ok=True)
+        # A new run (--exist-ok) starts its own files: its first row replaces what an earlier run left there; a
+        # resumed one appends to them
+        self._replace = set() if getattr(opt, "resume", False) else {self.csv, self.ndjson} - {None}
         self.tb = Guarded("TensorBoard")
         if "tb" in include and not getattr(opt, "evolve", False):
             if tensorboard.available():
@@ -129,13 +135,14 @@ class Loggers:
     def on_fit_epoch_end(self, vals, epoch, best_fitness=None, fi=None):
         """Append one results.csv row (epoch, then one value per key); the same values to every logger."""
         n = len(self.keys) + 1
-        header = "" if self.csv.exists() else (("%20s," * n % tuple(["epoch"] + self.keys)).rstrip(",") + "\n")
-        row = ("%20.5g," * n % tuple([epoch] + [float(v) for v in vals])).rstrip(",") + "\n"
-        old = b"" if header else self.csv.read_bytes()
+        header = (("%20s," * n % tuple(["epoch"] + self.keys)).rstrip(",") + "\n").encode()
+        row = (("%20.5g," * n % tuple([epoch] + [float(v) for v in vals])).rstrip(",") + "\n").encode()
+        old = self._kept(self.csv)
         try:  # rewritten whole through a temporary file: a full disk cannot leave a half row in a good file
-            write_atomically(self.csv, lambda f: f.write(old + (header + row).encode()))
+            write_atomically(self.csv, lambda f: f.write((old or header) + row))
+            self._replace.discard(self.csv)
         except OSError as e:
-            raise ResultsWriteError(f"cannot write {self.csv} ({e.strerror or e}): training stopped before this "
+            raise ResultsWriteError(f"cannot write {self.csv} ({_reason(e)}): training stopped before this "
                                     f"epoch's checkpoint, the files in {self.save_dir / 'weights'} are as the last "
                                     "epoch left them; free some space and continue with --resume.") from None
         metrics = {k: float(v) for k, v in zip(self.keys, vals)}
@@ -148,9 +155,17 @@ class Loggers:
             line = json.dumps({"epoch": epoch, **metrics})
             if self.ndjson_console:
                 print(line, flush=True)
-            if self.ndjson:
-                with open(self.ndjson, "a") as f:
-                    f.write(line + "\n")
+            if self.ndjson:  # one line per epoch, the file rewritten whole as results.csv is
+                old = self._kept(self.ndjson)
+                write_atomically(self.ndjson, lambda f: f.write(old + (line + "\n").encode()))
+                self._replace.discard(self.ndjson)
+
+    def _kept(self, file):
+        """What this run keeps of `file` when it adds a row: nothing the first time a new run writes it (an earlier
+        run's file is replaced whole then), else its bytes."""
+        if file in self._replace:
+            return b""
+        return file.read_bytes() if file.exists() else b""
 
     def on_model_save(self, last, epoch, final_epoch, best_fitness, fi):
         """Every --save-period epochs (not the final one, as official): last.pt to the loggers that keep models."""
@@ -161,12 +176,14 @@ class Loggers:
     def truncate_csv(self, epochs_done):
         """Keep the header and the first `epochs_done` rows: a resumed run rewrites the rows of the epoch that was
         killed after its CSV row but before its checkpoint (or vice versa) so the file matches the checkpoint."""
+        self._replace.clear()  # these files are this run's own: continued, never replaced
         if not self.csv.exists():
             return
         lines = self.csv.read_bytes().splitlines(keepends=True)
         write_atomically(self.csv, lambda f: f.write(b"".join(lines[:1 + max(epochs_done, 0)])))
         if self.ndjson and self.ndjson.exists():  # one line per epoch, no header
-            self.ndjson.write_text("".join(self.ndjson.read_text().splitlines(keepends=True)[:max(epochs_done, 0)]))
+            kept = b"".join(self.ndjson.read_bytes().splitlines(keepends=True)[:max(epochs_done, 0)])
+            write_atomically(self.ndjson, lambda f: f.write(kept))
 
     # ----------------------------------------------------------------------------------------------- end of training
     def on_train_end(self, plots=True, draw=None):
@@ -207,6 +224,13 @@ class Loggers:
         if not self._finished:
             self._finished = True
             self.tb.call("close")
+
+
+def _reason(e):
+    """Why a write failed, short: the OSError's own words (an OutputWriteError's cause), e.g. 'No space left on
+    device'."""
+    cause = e.__cause__ if isinstance(e, OutputWriteError) and isinstance(e.__cause__, OSError) else e
+    return getattr(cause, "strerror", None) or str(cause)
 
 
 def _process_hooks():
