@@ -3,8 +3,16 @@ and the model graph, in the run folder as official YOLOv5 writes them (`tensorbo
 
 PyTorch's SummaryWriter is not used because OneFlow has none (and tensorboardX would be one more package); the
 event protocol is tensorboard's own (EventFileWriter and its protos), which is what that SummaryWriter writes too.
-The graph needs a tracer, which only PyTorch has: backend.tensorboard_graph gives the GraphDef or says why not."""
+The graph needs a tracer, which only PyTorch has: backend.tensorboard_graph gives the GraphDef or says why not.
+
+TensorFlow is never imported for these files: the tensorboard package's file layer (`tensorboard.compat.tf`)
+imports tensorflow when it is installed, and TensorFlow's bundled LLVM then collides with Triton's, which PyTorch's
+DistributedDataParallel imports (through torch._dynamo): every DDP rank aborted with "LLVM ERROR: inconsistency in
+registered CommandLine options" in an environment that holds both. The package's own stub writes local files the
+same way (and rank 0 no longer spends seconds and hundreds of MB importing TensorFlow)."""
+import sys
 import time
+import types
 import warnings
 from pathlib import Path
 
@@ -17,8 +25,16 @@ from utils.log import LOGGER, colorstr
 PREFIX = colorstr("TensorBoard: ")
 
 
+def _use_tensorboards_own_file_layer():
+    """Make tensorboard.compat.tf resolve to tensorboard's TensorFlow stub, as the package's own no-TensorFlow build
+    does: that build ships an empty module tensorboard.compat.notf, whose presence is what the package checks. Only
+    until something resolves tensorboard.compat.tf: a process that already holds tensorflow keeps it."""
+    sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("tensorboard.compat.notf"))
+
+
 def available():
     """Whether the tensorboard package imports (its event writer is all this module needs)."""
+    _use_tensorboards_own_file_layer()
     try:
         from tensorboard.summary.writer.event_file_writer import EventFileWriter  # noqa: F401
         return True
@@ -30,6 +46,7 @@ class EventWriter:
     """add_scalar / add_image / add_graph_def into events.out.tfevents.* under logdir; flush(); close()."""
 
     def __init__(self, logdir):
+        _use_tensorboards_own_file_layer()
         from tensorboard.compat.proto import event_pb2, summary_pb2
         from tensorboard.summary.writer.event_file_writer import EventFileWriter
         self._event, self._summary = event_pb2.Event, summary_pb2.Summary
