@@ -50,8 +50,8 @@ def _label_wh(dataset, imgsz, jitter=False, warn=True):
     wh = np.concatenate(parts) if parts else np.zeros((0, 2))
     usable = np.isfinite(wh).all(1) & (wh > 0).all(1)
     if warn and not usable.all():
-        LOGGER.warning(f"{PREFIX}WARNING ⚠️ {int((~usable).sum())} of {len(wh)} labels have zero or non-finite width "
-                       "or height: left out of the anchor fit")
+        LOGGER.warning(f"{PREFIX}WARNING ⚠️ {int((~usable).sum())} of {len(wh)} labels have zero or non-finite "
+                       "width or height: left out of the anchor fit")
     return wh[usable]
 
 
@@ -111,8 +111,9 @@ def _warn_if_placeholders(anchors):
     """The model YAML's `anchors: N` placeholders are kept when no better ones were found: say so, they cannot
     train."""
     if not usable_anchors(anchors):
-        LOGGER.warning(f"{PREFIX}WARNING ⚠️ the model keeps anchors of 0 pixels (the YAML's 'anchors: N' placeholders): "
-                       "training will not converge; give anchors in the model YAML or labels AutoAnchor can fit")
+        LOGGER.warning(f"{PREFIX}WARNING ⚠️ the model keeps anchors of 0 pixels (the YAML's 'anchors: N' "
+                       "placeholders): training will not converge; give anchors in the model YAML or labels AutoAnchor "
+                       "can fit")
 
 
 def _kmeans(x, k, iters=30):

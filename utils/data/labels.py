@@ -67,7 +67,8 @@ def _parse_rows(rows):
     row by row. As the official reader, a file with any row of more than 6 values is a polygon file (class x1 y1 x2
     y2 ...) whose boxes are the polygons' bounding boxes. Unlike it, a 5-value row there is a box: it keeps its box
     and its polygon is its rectangle, not a 2-point polygon that takes the width and height for a second point."""
-    values = [np.array(row, dtype=np.float32) for row in rows]
+    with np.errstate(over="ignore"):  # 1e400 becomes inf here, refused below as a non-finite value
+        values = [np.array(row, dtype=np.float32) for row in rows]
     if not any(len(v) > 6 for v in values):  # boxes: class x y w h
         for j, v in enumerate(values, 1):
             assert len(v) == 5, f"labels require 5 columns, {len(v)} columns detected (line {j})"
