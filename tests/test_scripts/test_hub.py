@@ -378,7 +378,7 @@ def test_hubconf_main(tmp_path, yolov5n_pt):
     assert "image 2/5: 720x1280 1 boat" in out and "image 5/5: 320x640 (no detections)" in out
     assert "Saved 5 images to" in out
     assert sorted(p.name for p in (tmp_path / "runs" / "detect" / "exp").iterdir()) == \
-        ["image2.jpg", "image4.jpg", "landscape.jpg", "still_life.jpg"]
+        ["image2.jpg", "image4.jpg", "landscape.jpg", "still_life.jpg", "still_life2.jpg"]  # two inputs, one name
     if (ROOT / "yolov5s.pt").exists():  # a user's own yolov5s.pt in the checkout: the default model would load
         return
     p = _hubconf_cli([], tmp_path)  # the official default, yolov5s, whose weights are not there
