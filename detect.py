@@ -14,6 +14,11 @@ Usage:
 Outputs go to runs/detect/exp*: annotated images/videos, labels/*.txt (--save-txt; --save-format 0 YOLO
 class x y w h, 1 Pascal-VOC class x1 y1 x2 y2, both normalized to 0-1), crops/ (--save-crop), predictions.csv
 (--save-csv). Unreadable images and videos are reported and skipped; when none could be read, the run exits 1.
+Names never collide: when two sources share a file name (a glob or list over cam1/0001.jpg and cam2/0001.jpg), every
+output keeps its path relative to the sources' common folder (exp/cam1/0001.jpg, labels/cam1/0001.txt,
+crops/<class>/cam1/0001.jpg); otherwise the layout is ultralytics' flat one. Crops take the first free name. Label
+files and predictions.csv are written whole, so a rerun with --exist-ok replaces them. A file that cannot be written
+(read-only or full disk) stops the run with one line naming it and exit status 1.
 The work is done in utils/inference/ (loader, steps, frame loop, outputs); for a Python call that returns boxes, see
 its Detector.
 """
@@ -50,7 +55,8 @@ def run(weights=ROOT / "yolov5s.pt", source=ROOT / "data/images", data=None, img
         save_conf=False, save_crop=False, nosave=False, classes=None, agnostic_nms=False, augment=False,
         visualize=False, update=False, project=ROOT / "runs/detect", name="exp", exist_ok=False, line_thickness=3,
         hide_labels=False, hide_conf=False, half=False, dnn=False, vid_stride=1):
-    """Returns the run folder (Path)."""
+    """Returns the run folder (Path). Its layout: see the module docstring and utils.inference.outputs.OutputNames
+    (flat names, or paths relative to the sources' common folder when two sources share a file name)."""
     source = str(source)
     check_save_format(save_format)
     stream = is_stream(source)
