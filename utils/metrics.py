@@ -3,17 +3,26 @@
 Everything after NMS runs in numpy: the statistics are small, and numpy behaves the same under both backends.
 `bbox_iou` (the loss IoU with its fused OneFlow path) lives in utils/iou.py and is re-exported here because
 ultralytics users import it from utils.metrics.
+
+Plots stay within a memory bound whatever the number of classes (the project takes up to 10,000): a confusion matrix
+of more than MATRIX_CELLS classes is drawn with classes grouped into MATRIX_CELLS ranges (the exact counts stay in
+ConfusionMatrix.matrix; it pickles as its non-zero cells, so handing it to a plot helper copies no dense matrix),
+and curve plots draw at most MAX_CURVES classes' curves beside the mean over all. Before, one 10,000-class matrix
+took 12.7 GB to draw.
 """
 import warnings
 from pathlib import Path
 
 import numpy as np
 
+from utils.atomic_files import save_figure
 from utils.iou import bbox_iou  # noqa: F401  (ultralytics users import it from here)
 from utils.plot_jobs import inline
 from utils.plots import pyplot
 
 _trapz = getattr(np, "trapezoid", None) or np.trapz  # numpy 2 renamed trapz
+MATRIX_CELLS = 100  # classes per side drawn one cell each; above, cells are class ranges (about 100 per side)
+MAX_CURVES = 100  # class curves drawn in a curve plot; above, an even sample of them beside the mean of all
 
 
 def fitness(x):
@@ -145,17 +154,53 @@ def ap_per_class(tp, conf, pred_cls, target_cls, plot=False, save_dir=".", names
 
 
 class ConfusionMatrix:
-    """(nc+1) x (nc+1) counts, rows = predicted class, columns = true class; index nc is background."""
+    """(nc+1) x (nc+1) counts, rows = predicted class, columns = true class; index nc is background.
+
+    The counts are kept as their non-zero cells: a dense 10,000-class matrix is 800 MB, and with transparent huge
+    pages the background column alone (one cell per row) makes all of it resident. `matrix` gives the dense array
+    the official class has (made when first asked for, and used from then on, so that code writing into it keeps
+    working); tp_fp() and plot() never need it."""
 
     def __init__(self, nc, conf=0.25, iou_thres=0.45):
-        self.matrix = np.zeros((nc + 1, nc + 1))
         self.nc, self.conf, self.iou_thres = nc, conf, iou_thres
+        self._cells = {}  # (predicted, true) -> count
+        self._dense = None
+
+    @property
+    def matrix(self):
+        if self._dense is None:
+            rows, cols, counts = self._coo()
+            dense = np.zeros((self.nc + 1, self.nc + 1))
+            dense[rows, cols] = counts
+            self._dense, self._cells = dense, {}
+        return self._dense
+
+    @matrix.setter
+    def matrix(self, value):
+        self._dense, self._cells = np.asarray(value, dtype=np.float64), {}
+
+    def _add(self, predicted, true):
+        if self._dense is not None:
+            self._dense[predicted, true] += 1
+        else:
+            key = (int(predicted), int(true))
+            self._cells[key] = self._cells.get(key, 0) + 1
+
+    def _coo(self):
+        """(rows, cols, counts) of the non-zero cells."""
+        if self._dense is not None:
+            rows, cols = np.nonzero(self._dense)
+            return rows, cols, self._dense[rows, cols]
+        if not self._cells:
+            return np.zeros(0, int), np.zeros(0, int), np.zeros(0)
+        keys = np.array(list(self._cells), dtype=np.int64).reshape(-1, 2)
+        return keys[:, 0], keys[:, 1], np.array(list(self._cells.values()), dtype=np.float64)
 
     def process_batch(self, detections, labels):
         """detections (N,6) [xyxy, conf, cls] or None; labels (M,5) [cls, xyxy] (or (M,) classes with None)."""
         if detections is None:
             for gc in _as_numpy(labels).astype(int).reshape(-1):
-                self.matrix[self.nc, gc] += 1  # missed: background predicted
+                self._add(self.nc, gc)  # missed: background predicted
             return
         detections, labels = _as_numpy(detections), _as_numpy(labels)
         detections = detections[detections[:, 4] > self.conf]
@@ -174,25 +219,40 @@ class ConfusionMatrix:
         for i, gc in enumerate(gt_classes):
             j = m0 == i
             if n and j.sum() == 1:
-                self.matrix[detection_classes[m1[j]][0], gc] += 1  # matched (right or wrong class)
+                self._add(detection_classes[m1[j]][0], gc)  # matched (right or wrong class)
             else:
-                self.matrix[self.nc, gc] += 1  # missed
+                self._add(self.nc, gc)  # missed
         if n:
             for i, dc in enumerate(detection_classes):
                 if not (m1 == i).any():
-                    self.matrix[dc, self.nc] += 1  # false alarm on background
+                    self._add(dc, self.nc)  # false alarm on background
+
+    def __getstate__(self):
+        """Pickled as its non-zero cells (handed to a plot helper: no dense matrix is copied)."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_cells", "_dense")}
+        state["_coo"] = self._coo()
+        return state
+
+    def __setstate__(self, state):
+        rows, cols, counts = state.pop("_coo")
+        self.__dict__.update(state)
+        self._dense = None
+        self._cells = {(int(r), int(c)): float(n) for r, c, n in zip(rows, cols, counts)}
 
     def tp_fp(self):
-        tp = self.matrix.diagonal()
-        fp = self.matrix.sum(1) - tp
+        rows, cols, counts = self._coo()
+        tp = np.bincount(rows[rows == cols], counts[rows == cols], minlength=self.nc + 1)
+        fp = np.bincount(rows, counts, minlength=self.nc + 1) - tp
         return tp[:-1], fp[:-1]
 
     def plot(self, normalize=True, save_dir="", names=()):
         plt = pyplot()
-        array = self.matrix / ((self.matrix.sum(0).reshape(1, -1) + 1e-9) if normalize else 1)
-        array[array < 0.005] = np.nan  # hide near-zero cells
         nc, nn = self.nc, len(names)
-        ticklabels = (list(names) + ["background"]) if 0 < nn < 99 and nn == nc else None
+        array, edges = _matrix_for_plot(self._coo(), nc, normalize)
+        array[array < 0.005] = np.nan  # hide near-zero cells
+        cells = array.shape[0] - 1  # drawn cells per side, background apart
+        grouped = cells < nc
+        ticklabels = (list(names) + ["background"]) if 0 < nn < 99 and nn == nc and not grouped else None
         fig, ax = plt.subplots(1, 1, figsize=(12, 9), tight_layout=True)
         im = ax.imshow(array, cmap="Blues", vmin=0.0)
         fig.colorbar(im, ax=ax)
@@ -203,15 +263,44 @@ class ConfusionMatrix:
         if ticklabels:
             ax.set_xticks(range(nc + 1), ticklabels, rotation=90, fontsize=8 if nc < 50 else 5)
             ax.set_yticks(range(nc + 1), ticklabels, fontsize=8 if nc < 50 else 5)
-        ax.set_xlabel("True")
+        elif grouped:  # cell k holds classes edges[k]..edges[k+1]-1: label a few cells with their first class
+            ticks = list(range(0, cells, max(1, cells // 10)))
+            ax.set_xticks(ticks + [cells], [str(edges[k]) for k in ticks] + ["bg"], fontsize=6)
+            ax.set_yticks(ticks + [cells], [str(edges[k]) for k in ticks] + ["bg"], fontsize=6)
+        ax.set_xlabel("True" + (f" (classes in groups of {edges[1] - edges[0]})" if grouped else ""))
         ax.set_ylabel("Predicted")
         ax.set_title("Confusion Matrix")
-        fig.savefig(Path(save_dir) / "confusion_matrix.png", dpi=250)
+        save_figure(fig, Path(save_dir) / "confusion_matrix.png", dpi=250)
         plt.close(fig)
 
     def print(self):
         for i in range(self.nc + 1):
             print(" ".join(map(str, self.matrix[i])))
+
+
+def _matrix_for_plot(coo, nc, normalize, cells=MATRIX_CELLS):
+    """The array drawn for the non-zero cells coo = (rows, cols, counts) of an (nc+1)^2 matrix (row/column nc:
+    background), and the first class of each drawn cell. Up to `cells` classes: the matrix itself (normalized per
+    true class). Above: classes in consecutive ranges of equal width, each drawn cell the share of the labels of its
+    true classes predicted as its predicted classes (a drawn column still sums to 1 when normalized). Its size is
+    that of the drawing (at most cells + 1 per side), never that of the matrix."""
+    rows, cols, counts = coo
+    col_sums = np.bincount(cols, counts, minlength=nc + 1)
+    values = counts / (col_sums[cols] + 1e-9) if normalize else counts
+    width = max(1, -(-nc // cells))  # classes per drawn cell
+    groups = -(-nc // width)
+    group_of = lambda i: np.where(i == nc, groups, i // width)  # noqa: E731 (background: the last cell)
+    out = np.zeros((groups + 1, groups + 1))
+    np.add.at(out, (group_of(rows), group_of(cols)), values)
+    if normalize and width > 1:
+        widths = np.append(np.minimum(width, nc - np.arange(groups) * width), 1)  # classes in each drawn column
+        out /= widths.reshape(1, -1)
+    return out, np.arange(groups) * width
+
+
+def _curves_shown(n, limit=MAX_CURVES):
+    """Indices of the class curves drawn: all up to limit, else an even sample of limit of them."""
+    return np.arange(n) if n <= limit else np.linspace(0, n - 1, limit).round().astype(int)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -223,8 +312,8 @@ def plot_pr_curve(px, py, ap, save_dir=Path("pr_curve.png"), names=()):
     if 0 < len(names) < 21:  # a legend per class only when it stays readable
         for i, y in enumerate(py.T):
             ax.plot(px, y, linewidth=1, label=f"{names[i]} {ap[i, 0]:.3f}")
-    else:
-        ax.plot(px, py, linewidth=1, color="grey")
+    elif py.shape[1]:
+        ax.plot(px, py[:, _curves_shown(py.shape[1])], linewidth=1, color="grey")  # the mean below is of all
     if py.shape[1]:
         ax.plot(px, py.mean(1), linewidth=3, color="blue", label=f"all classes {ap[:, 0].mean():.3f} mAP@0.5")
     ax.set_xlabel("Recall")
@@ -233,7 +322,7 @@ def plot_pr_curve(px, py, ap, save_dir=Path("pr_curve.png"), names=()):
     ax.set_ylim(0, 1)
     ax.legend(bbox_to_anchor=(1.04, 1), loc="upper left")
     ax.set_title("Precision-Recall Curve")
-    fig.savefig(save_dir, dpi=250)
+    save_figure(fig, save_dir, dpi=250)
     plt.close(fig)
 
 
@@ -243,8 +332,8 @@ def plot_mc_curve(px, py, save_dir=Path("mc_curve.png"), names=(), xlabel="Confi
     if 0 < len(names) < 21:
         for i, y in enumerate(py):
             ax.plot(px, y, linewidth=1, label=f"{names[i]}")
-    else:
-        ax.plot(px, py.T, linewidth=1, color="grey")
+    elif len(py):
+        ax.plot(px, py[_curves_shown(len(py))].T, linewidth=1, color="grey")  # the mean below is of all
     if len(py):
         y = smooth(py.mean(0), 0.05)
         ax.plot(px, y, linewidth=3, color="blue", label=f"all classes {y.max():.2f} at {px[y.argmax()]:.3f}")
@@ -256,5 +345,5 @@ def plot_mc_curve(px, py, save_dir=Path("mc_curve.png"), names=(), xlabel="Confi
     ax.set_title(f"{ylabel}-Confidence Curve")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fig.savefig(save_dir, dpi=250)
+        save_figure(fig, save_dir, dpi=250)
     plt.close(fig)

@@ -284,3 +284,78 @@ def test_reading_a_fifo_as_an_image_or_label_is_refused_in_one_line(folder_with_
     assert status == "raised" and fifo in msg and "not a regular file" in msg, msg
     assert not is_regular_file(fifo) and is_regular_file(folder_with_fifo / "a.jpg")
     assert read_image(str(folder_with_fifo / "a.jpg")).ndim == 3
+
+
+# ---- 4. plots stay within a memory bound whatever the number of classes ---------------------------------------
+CONFUSION_10K = """
+import pickle, resource, sys, time
+sys.path.insert(0, {root!r})
+import numpy as np
+from utils.metrics import ConfusionMatrix
+nc = 10000  # the project's own limit on classes
+cm = ConfusionMatrix(nc)
+rng = np.random.default_rng(0)
+for c in range(nc):  # every class: a missed label (background column) and a hit; some confusions and false alarms
+    cm.process_batch(None, np.array([c]))
+    cm._add(c, c)
+pairs = rng.integers(0, nc, (20000, 2))
+for p, t in pairs:
+    cm._add(p, t)
+    cm._add(p, nc)
+blob = pickle.dumps(cm)  # what a plot helper is handed
+t0 = time.monotonic()
+pickle.loads(blob).plot(save_dir={out!r}, names=[str(i) for i in range(nc)])
+tp, fp = cm.tp_fp()
+hits = nc + int((pairs[:, 0] == pairs[:, 1]).sum())
+print(len(blob), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, time.monotonic() - t0,
+      int(tp.sum()) == hits and int(fp.sum()) == nc + 2 * len(pairs) - hits)
+"""
+
+
+def test_a_10000_class_confusion_matrix_is_counted_and_drawn_within_bounded_memory(tmp_path):
+    """Before, the counts alone were 800 MB resident (transparent huge pages turn the background column's one cell
+    per row into the whole matrix) and drawing took 12.7 GB."""
+    p = subprocess.run([sys.executable, "-c", CONFUSION_10K.format(root=str(ROOT), out=str(tmp_path))],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    blob, peak_mb, seconds, counts_exact = p.stdout.split()
+    assert int(blob) < 2_000_000, "the matrix was pickled dense"
+    assert int(peak_mb) < 1024, f"peak RSS {peak_mb} MB"  # the interpreter, numpy, matplotlib and a framework
+    assert float(seconds) < 60
+    assert (tmp_path / "confusion_matrix.png").stat().st_size > 10_000
+    assert counts_exact == "True"  # tp_fp() from the kept counts
+
+
+def test_grouped_confusion_cells_are_shares_of_the_true_classes():
+    """Above MATRIX_CELLS classes, cells are class ranges; a drawn column still sums to 1 when normalized, and the
+    counts kept (tp_fp, matrix) are the exact per-class ones."""
+    import numpy as np
+
+    from utils.metrics import MATRIX_CELLS, ConfusionMatrix, _matrix_for_plot
+    nc = 3 * MATRIX_CELLS - 1  # classes in ranges of 3 (the last range holds 2)
+    cm = ConfusionMatrix(nc)
+    for c in range(nc):
+        cm._add(c, c)
+    cm._add(5, 0)  # a class-0 label predicted as class 5: drawn cell (1, 0)
+    cm._add(nc, nc - 1)  # the last class missed once
+    array, edges = _matrix_for_plot(cm._coo(), nc, normalize=True)
+    assert array.shape == (MATRIX_CELLS + 1, MATRIX_CELLS + 1) and list(edges[:3]) == [0, 3, 6]
+    np.testing.assert_allclose(array[:, :-1].sum(0), 1, atol=1e-6)
+    np.testing.assert_allclose([array[0, 0], array[1, 0]], [(0.5 + 1 + 1) / 3, 0.5 / 3], atol=1e-6)
+    np.testing.assert_allclose(array[-1, -2], 0.5 / 2, atol=1e-6)  # the last range holds two classes
+    dense = cm.matrix
+    tp, fp = cm.tp_fp()
+    assert dense.shape == (nc + 1, nc + 1) and dense[5, 0] == 1 and tp.sum() == nc and fp.sum() == 1
+
+
+def test_curve_plots_draw_a_bounded_number_of_curves(tmp_path, monkeypatch):
+    import numpy as np
+
+    from utils import metrics
+    px, n = np.linspace(0, 1, 1000), 3000
+    drawn = []
+    monkeypatch.setattr(metrics, "save_figure", lambda fig, path, **kw: drawn.append(len(fig.axes[0].lines)))
+    py = np.random.default_rng(0).random((n, 1000))
+    metrics.plot_mc_curve(px, py, tmp_path / "F1_curve.png", names=[str(i) for i in range(n)])
+    metrics.plot_pr_curve(px, list(py), np.zeros((n, 10)), tmp_path / "PR_curve.png", names=[str(i) for i in range(n)])
+    assert drawn == [metrics.MAX_CURVES + 1] * 2, drawn  # the sample of class curves, and the mean of all
