@@ -73,7 +73,7 @@ VAL = [
     *SHARED_FOLDER, SHARED_HALF,
     flag("--dnn", **TRUE, help=IGNORED),
     flag("--allow-download-scripts", **TRUE,
-         help="let the data YAML's shell/Python 'download:' run (as YOLO_ALLOW_DOWNLOAD_SCRIPTS=1)"),
+         help="let the data YAML's 'download:' (a zip URL or code) run (as YOLO_ALLOW_DOWNLOAD_SCRIPTS=1)"),
 ]
 # segment/val.py: val.py's flags but for three defaults and --project's help; no --allow-download-scripts
 SEGMENT_VAL = edited(VAL, drop=("--allow-download-scripts",), data=dict(default=ROOT / "data/coco128-seg.yaml"),
