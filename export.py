@@ -76,11 +76,11 @@ def _size_mb(path):
     return p.stat().st_size / 1e6 if p.exists() else 0.0
 
 
-def _attempt(prefix, fn):
-    """Run one format's writer: one line with the time and size on success; on failure one line with the reason
-    and None (the other formats still export, as in ultralytics). The writers write through utils/atomic_files.py,
-    so a failure leaves that format's earlier export as it was: nothing is removed here."""
-    t = time.time()
+def _attempt(prefix, fn, t=None):
+    """Run one format's writer: one line with the time (since t, default now) and size on success; on failure one
+    line with the reason and None (the other formats still export, as in ultralytics). The writers write through
+    utils/atomic_files.py, so a failure leaves that format's earlier export as it was: nothing is removed here."""
+    t = time.time() if t is None else t
     try:
         f = fn()
         LOGGER.info(f"{prefix} export success ✅ {time.time() - t:.1f}s, saved as {f} ({_size_mb(f):.1f} MB)")
@@ -245,7 +245,8 @@ def _install_tensorflow(prepared, file, tf_formats, work, written, failed, int8,
         return
     if "saved_model" in tf_formats:
         f = _attempt(colorstr("TensorFlow SavedModel:"),
-                     lambda: install_folder(converted["saved_model"], file.with_name(f"{file.stem}_saved_model")))
+                     lambda: install_folder(converted["saved_model"], file.with_name(f"{file.stem}_saved_model")),
+                     t=t)  # the conversion's time counted
         written.append(f) if f else failed.append("saved_model")
     if "pb" in tf_formats:
         f = _attempt(colorstr("TensorFlow GraphDef:"), lambda: export_graphdef(converted["saved_model"], file))

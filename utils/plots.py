@@ -18,7 +18,6 @@ from utils.atomic_files import save_figure, write_atomically, write_image
 from utils.boxes import clip_boxes, xywh2xyxy, xyxy2xywh
 from utils.evolve_csv import read_evolve_csv
 from utils.log import LOGGER
-from utils.paths import increment_path
 
 _HEX = ("FF3838 FF9D97 FF701F FFB21D CFD231 48F90A 92CC17 3DDB86 1A9334 00D4BB 2C99A8 00C2FF 344593 6473FF "
         "0018EC 8438FF 520085 CB38FF FF95C8 FF37C7").split()  # the ultralytics palette, so plots look familiar
