@@ -17,6 +17,7 @@ from tqdm import tqdm
 from models.experimental import attempt_load
 from utils import backend, signals
 from utils.backend import F
+from utils.atomic_files import OutputWriteError
 from utils.checkpoint import save_checkpoint
 from utils.checkpoint.training import final_checkpoint, get_rng_states, log_stripped, strip_optimizer, \
     training_checkpoint
@@ -364,6 +365,8 @@ def save_ckpt(ckpt, path, *also):
     unwritable folder."""
     try:
         save_checkpoint(ckpt, path, *also)
+    except OutputWriteError as e:  # already names the file and the cause
+        raise TrainingError(f"{e}; the previous checkpoint is unchanged") from e
     except OSError as e:
         raise TrainingError(f"Could not write checkpoint {path}: {e.strerror or e} "
                             "(disk full or folder not writable?); the previous checkpoint is unchanged.") from e
