@@ -21,6 +21,7 @@ from utils.classify.errors import ClassificationDataError
 from utils.classify.folders import (IMG_EXTENSIONS, find_classes, image_folder_samples, missing_class_folders,
                                     warn_missing_classes)
 from utils.classify.npy_cache import NpyImageCache
+from utils.data.files import NotRegularFileError, open_regular_file
 from utils.data.loader import make_loader
 
 __all__ = ("IMG_EXTENSIONS", "ClassificationDataError", "ClassificationDataset", "find_classes",
@@ -35,7 +36,10 @@ def read_image(f):
     """The BGR uint8 image in file f, or one line naming it: it may be raised in a DataLoader worker, and the
     entry script prints it as is (utils/classify/errors.py)."""
     try:
-        buf = np.fromfile(f, np.uint8)
+        with open_regular_file(f) as fh:  # the listing skipped FIFOs; one swapped in since is refused, not read
+            buf = np.fromfile(fh, np.uint8)
+    except NotRegularFileError as e:
+        raise ClassificationDataError(f"{e.strerror}; it cannot be read as an image") from None
     except OSError as e:
         raise ClassificationDataError(f"{f}: cannot read image ({e.strerror or e}); remove or replace it") from None
     if not buf.size:

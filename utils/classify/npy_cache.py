@@ -22,7 +22,7 @@ import numpy as np
 
 from utils.atomic_files import TEMP_MARK, OutputWriteError, is_stale_temp_file, write_atomically
 from utils.classify.errors import ClassificationDataError
-from utils.data.files import WARN
+from utils.data.files import WARN, open_regular_file
 from utils.data.image_cache import disk_cache_dir
 from utils.log import LOGGER
 
@@ -45,7 +45,7 @@ def read_image_npy(fn):
     when it is damaged. The header is parsed without evaluating code and checked against the file's size before any
     pixel is read."""
     try:
-        with open(fn, "rb") as fh:
+        with open_regular_file(fn) as fh:  # a FIFO at the cache's name is refused (warned below), never read
             size = os.fstat(fh.fileno()).st_size
             version = np.lib.format.read_magic(fh)
             if version not in _HEADER_READERS:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from utils.atomic_files import ZIP_MAGIC, remove_stale_temp_files, write_atomically
-from utils.data.files import WARN, is_writeable
+from utils.data.files import WARN, is_writeable, open_regular_file
 from utils.log import LOGGER
 
 CACHE_VERSION = "yolov5-fast-3"  # 3: box rows in polygon files, degenerate labels dropped
@@ -109,7 +109,7 @@ def read_cache(path, key, allowed_files, prefix=""):
     cache quietly, a file of another format with one warning line. Nothing in the file is used before its format
     version and key are checked, and nothing in it is ever unpickled."""
     try:
-        with open(path, "rb") as f:
+        with open_regular_file(path) as f:  # a FIFO named like the cache is refused (warned below), never read
             if f.read(4) != ZIP_MAGIC:
                 raise CacheFormatError("not an array archive (an ultralytics or older cache is a pickle)")
             f.seek(0)

@@ -11,8 +11,8 @@ from PIL import Image, ImageFile, ImageOps
 
 from utils.augmentations import segments2boxes
 from utils.atomic_files import write_atomically
-from utils.data.files import (HELP_URL, IMG_FORMATS, NUM_THREADS, WARN, displayed_size, exif_orientation,
-                              is_writeable)
+from utils.data.files import (HELP_URL, IMG_FORMATS, NUM_THREADS, WARN, NotRegularFileError, displayed_size,
+                              exif_orientation, is_writeable, open_regular_file, special_file_kind)
 from utils.errors import UserError
 
 
@@ -31,8 +31,9 @@ def _restore_jpeg(im_file):
         old = ImageFile.LOAD_TRUNCATED_IMAGES
         ImageFile.LOAD_TRUNCATED_IMAGES = True
         try:
-            im = ImageOps.exif_transpose(Image.open(im_file))
-            im.load()
+            with open_regular_file(im_file) as f:  # never blocks: a file swapped for a FIFO is refused
+                im = ImageOps.exif_transpose(Image.open(f))
+                im.load()
         finally:
             ImageFile.LOAD_TRUNCATED_IMAGES = old
     write_atomically(im_file, lambda f: im.save(f, "JPEG", subsampling=0, quality=100))
@@ -40,7 +41,7 @@ def _restore_jpeg(im_file):
 
 def _check_jpeg_end(im_file, prefix):
     """'' when the JPEG is whole, else the warning for the truncated file (restored when it may be written)."""
-    with open(im_file, "rb") as f:
+    with open_regular_file(im_file) as f:
         f.seek(-2, 2)
         if f.read() == b"\xff\xd9":
             return ""
@@ -51,7 +52,9 @@ def _check_jpeg_end(im_file, prefix):
         _restore_jpeg(im_file)
         return f"{prefix}{WARN} {im_file}: corrupt JPEG restored and saved"
     except OSError as e:  # read-only data: usable only if OpenCV decodes it as it is
-        if cv2.imdecode(np.fromfile(im_file, np.uint8), cv2.IMREAD_COLOR) is None:
+        with open_regular_file(im_file) as f:
+            data = np.fromfile(f, np.uint8)
+        if cv2.imdecode(data, cv2.IMREAD_COLOR) is None:
             raise ValueError(f"truncated JPEG that could not be restored ({e})") from e
         return f"{prefix}{WARN} {im_file}: corrupt JPEG (no end marker), could not restore ({e}); using it"
 
@@ -111,7 +114,7 @@ def _read_label_file(lb_file, shape):
     """(labels (n, 5) float32, segments, nf, ne, notes) of one label file (the caller counts it missing). shape: the
     image's (w, h), for the area of polygons. notes: what was changed, for the file's one warning line (box rows of
     a polygon file taken as rectangles, degenerate and duplicate labels dropped)."""
-    with open(lb_file) as f:
+    with open_regular_file(lb_file, "r") as f:  # a FIFO label file is refused, not read (it would block for good)
         rows = [x.split() for x in f.read().strip().splitlines() if len(x.strip())]
     if not rows:
         return np.zeros((0, 5), dtype=np.float32), [], 1, 1, []  # label file empty: a background image
@@ -149,15 +152,17 @@ def _verify_pair(args):
     im_file, lb_file, prefix = args
     nm, nf, ne, nc, msg, segments = 0, 0, 0, 0, "", []
     try:
-        im = Image.open(im_file)
-        im.verify()  # PIL verify
-        orientation = exif_orientation(im)
+        # the listing dropped special files, but one may be swapped in since: opened without blocking, refused
+        with open_regular_file(im_file) as f:
+            im = Image.open(f)
+            im.verify()  # PIL verify
+            orientation = exif_orientation(im)
         shape = displayed_size(im.size, orientation)
         assert (shape[0] > 9) & (shape[1] > 9), f"image size {shape} <10 pixels"
         assert im.format.lower() in IMG_FORMATS, f"invalid image format {im.format}"
         if im.format.lower() in ("jpg", "jpeg"):
             msg = _check_jpeg_end(im_file, prefix)
-        if os.path.isfile(lb_file):
+        if os.path.isfile(lb_file) or special_file_kind(lb_file):  # a FIFO label is named below, not 'missing'
             lb, segments, nf, ne, notes = _read_label_file(lb_file, shape)
             if notes:  # one line per file, after the JPEG's note when there is one
                 msg = f"{msg or f'{prefix}{WARN} {im_file}'}: {'; '.join(notes)}"
@@ -167,7 +172,8 @@ def _verify_pair(args):
         return im_file, lb, shape, segments, nm, nf, ne, nc, msg, orientation
     except Exception as e:
         nc = 1
-        msg = f"{prefix}{WARN} {im_file}: ignoring corrupt image/label: {' '.join(str(e).split())[:300]}"  # one line
+        why = e.strerror if isinstance(e, NotRegularFileError) else str(e)  # names the path and what it is
+        msg = f"{prefix}{WARN} {im_file}: ignoring corrupt image/label: {' '.join(why.split())[:300]}"  # one line
         return None, None, None, None, nm, nf, ne, nc, msg, 0
 
 
@@ -202,7 +208,7 @@ def require_labels(labels, path, label_dir, prefix=""):
 
 def _first_line_with_class(lb_file, nc):
     try:
-        with open(lb_file) as f:
+        with open_regular_file(lb_file, "r") as f:
             for j, row in enumerate(f, 1):
                 parts = row.split()
                 if parts and float(parts[0]) >= nc:

@@ -1,0 +1,141 @@
+"""Follow-ups of the fourth reliability round, each an invariant checked in-process and fast:
+
+1. only regular files are read as images, labels and caches, by every dataset (detection, segmentation,
+   classification): a FIFO named like one, listed or swapped in after the listing, is skipped or refused in one
+   line, never read (a read would block for good)."""
+import os
+import threading
+
+import cv2
+import numpy as np
+import pytest
+
+needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs")
+
+
+# ---- 1. FIFOs and other special files ----------------------------------------------------------------------------
+def _unblock(folder):
+    """Give every FIFO under folder a writer that closes at once: a reader blocked on one sees EOF and returns."""
+    for dirpath, _, names in os.walk(folder):
+        for name in names:
+            p = os.path.join(dirpath, name)
+            if not os.path.isfile(p) and os.path.exists(p):
+                try:
+                    os.close(os.open(p, os.O_WRONLY | os.O_NONBLOCK))
+                except OSError:  # no reader waiting on it
+                    pass
+
+
+def within_deadline(fn, folder, seconds=20):
+    """('ok', fn()) or ('raised', exception), fn run in a thread with a deadline: a call that blocks on a FIFO fails
+    the test (and is then released) instead of hanging the suite."""
+    result = []
+
+    def target():
+        try:
+            result.append(("ok", fn()))
+        except BaseException as e:  # noqa: BLE001 (handed to the test)
+            result.append(("raised", e))
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        _unblock(folder)
+        t.join(5)
+        pytest.fail(f"blocked for {seconds} s: a FIFO was opened as a file")
+    return result[0]
+
+
+def _image(path, value=100, size=(32, 48)):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(path), np.full((*size, 3), value, np.uint8))
+    return path
+
+
+def _yolo_dataset(root, n=3):
+    """root/images/{0..n-1}.jpg with one box each in root/labels/."""
+    for i in range(n):
+        _image(root / "images" / f"{i}.jpg", 40 * i + 20)
+        (root / "labels").mkdir(parents=True, exist_ok=True)
+        (root / "labels" / f"{i}.txt").write_text("0 0.5 0.5 0.25 0.25\n")
+    return root
+
+
+@needs_fifo
+def test_label_check_refuses_fifo_image_label_and_jpeg_in_one_line(tmp_path):
+    from utils.data.files import NotRegularFileError
+    from utils.data.labels import _check_jpeg_end, _verify_pair
+    root = _yolo_dataset(tmp_path / "d", 1)
+    os.mkfifo(root / "images" / "pipe.jpg")  # swapped in after a listing: the check must not read it
+    status, out = within_deadline(lambda: _verify_pair((str(root / "images" / "pipe.jpg"),
+                                                        str(root / "labels" / "pipe.txt"), "p: ")), tmp_path)
+    assert status == "ok" and out[0] is None and out[7] == 1, out
+    assert "pipe.jpg" in out[8] and "FIFO" in out[8] and "\n" not in out[8], out[8]
+    status, err = within_deadline(lambda: _check_jpeg_end(str(root / "images" / "pipe.jpg"), ""), tmp_path)
+    assert status == "raised" and isinstance(err, NotRegularFileError), err
+    # a FIFO label file is named (it was counted as a missing label before, and read it would block)
+    (root / "labels" / "0.txt").unlink()
+    os.mkfifo(root / "labels" / "0.txt")
+    status, out = within_deadline(lambda: _verify_pair((str(root / "images" / "0.jpg"),
+                                                        str(root / "labels" / "0.txt"), "")), tmp_path)
+    assert status == "ok" and out[0] is None and str(root / "labels" / "0.txt") in out[8] and "FIFO" in out[8]
+    # a regular pair still passes, with its box
+    (root / "labels" / "0.txt").unlink()
+    (root / "labels" / "0.txt").write_text("0 0.5 0.5 0.25 0.25\n")
+    out = _verify_pair((str(root / "images" / "0.jpg"), str(root / "labels" / "0.txt"), ""))
+    assert out[0] == str(root / "images" / "0.jpg") and out[1].shape == (1, 5) and tuple(out[2]) == (48, 32)
+
+
+@needs_fifo
+def test_detection_and_segment_datasets_skip_or_refuse_fifos(tmp_path):
+    from utils.data.dataset import LoadImagesAndLabels
+    from utils.segment.dataset import LoadImagesAndSegments
+    root = _yolo_dataset(tmp_path / "d", 3)
+    os.mkfifo(root / "images" / "x.jpg")  # listed: skipped with a warning
+    (root / "labels" / "2.txt").unlink()
+    os.mkfifo(root / "labels" / "2.txt")  # its image dropped, the FIFO named
+    for cls in (LoadImagesAndLabels, LoadImagesAndSegments):
+        status, ds = within_deadline(lambda: cls(str(root / "images"), img_size=64, batch_size=2), tmp_path)
+        assert status == "ok", ds
+        assert sorted(os.path.basename(f) for f in ds.im_files) == ["0.jpg", "1.jpg"], ds.im_files
+        (tmp_path / "d" / "labels.cache").unlink(missing_ok=True)
+    # an image swapped for a FIFO after the scan: one line naming it when the loader reaches it
+    (root / "images" / "1.jpg").unlink()
+    os.mkfifo(root / "images" / "1.jpg")
+    status, err = within_deadline(lambda: ds[1], tmp_path)
+    assert status == "raised" and "1.jpg" in str(err) and "FIFO" in str(err) and "\n" not in str(err), err
+
+
+@needs_fifo
+def test_label_cache_named_by_a_fifo_is_ignored_not_read(tmp_path):
+    from utils.data.label_cache import read_cache
+    os.mkfifo(tmp_path / "labels.cache")
+    status, out = within_deadline(lambda: read_cache(tmp_path / "labels.cache", "k", []), tmp_path)
+    assert status == "ok" and out is None
+
+
+@needs_fifo
+def test_classification_dataset_skips_and_refuses_fifos(tmp_path):
+    from utils.classify.dataset import ClassificationDataError, ClassificationDataset, read_image
+    from utils.classify.npy_cache import read_image_npy
+    for c in ("ant", "bee"):
+        for i in range(2):
+            _image(tmp_path / "d" / c / f"{i}.jpg", 50 + 60 * i)
+    os.mkfifo(tmp_path / "d" / "ant" / "x.jpg")  # would hang classify/train.py's first epoch
+    status, ds = within_deadline(lambda: ClassificationDataset(tmp_path / "d", imgsz=32), tmp_path)
+    assert status == "ok" and len(ds) == 4, ds
+    status, items = within_deadline(lambda: [ds[i] for i in range(len(ds))], tmp_path)
+    assert status == "ok" and [int(y) for _, y in items] == [0, 0, 1, 1]
+    # swapped in after the listing: refused in one line naming it
+    (tmp_path / "d" / "bee" / "1.jpg").unlink()
+    os.mkfifo(tmp_path / "d" / "bee" / "1.jpg")
+    status, err = within_deadline(lambda: ds[3], tmp_path)
+    assert status == "raised" and isinstance(err, ClassificationDataError), err
+    assert "bee/1.jpg" in str(err) and "FIFO" in str(err) and "\n" not in str(err), err
+    status, err = within_deadline(lambda: read_image(str(tmp_path / "d" / "ant" / "x.jpg")), tmp_path)
+    assert status == "raised" and isinstance(err, ClassificationDataError), err
+    # a FIFO at a --cache disk file's name: treated as damaged (warned), never read
+    os.mkfifo(tmp_path / "x.jpg.cls.0123456789.npy")
+    status, out = within_deadline(lambda: read_image_npy(tmp_path / "x.jpg.cls.0123456789.npy"), tmp_path)
+    assert status == "ok" and out is None
