@@ -34,7 +34,6 @@ commented out) it trains on the eval transform (resize and centre crop, no rando
 which is less loader work than this project's augmentations, always on; the output says which one ran.
 """
 import argparse
-import json
 import os
 import re
 import resource
@@ -50,6 +49,10 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.results_io import write_result  # noqa: E402
 SHARED = ROOT.parent / "shared"
 OWN_PYTHON = ROOT / ".venv-torch" / "bin" / "python"
 HOW_TO = """    git clone https://github.com/ultralytics/yolov5 /work/ref/yolov5
@@ -240,7 +243,7 @@ def parse_opt(argv=None):
     p.add_argument("--ref-env", nargs="*", default=[], help="KEY=VALUE for the official runs, e.g. "
                    "OMP_WAIT_POLICY=PASSIVE (which this project sets by itself on CPU machines)")
     p.add_argument("--timeout", type=int, default=7200)
-    p.add_argument("--json", default=None)
+    p.add_argument("--json", default=None, help="results file (default: a new one in benchmarks/results/)")
     opt = p.parse_args(argv)
     task = TASKS[opt.task]
     opt.configs = opt.configs or list(task.configs)
@@ -333,7 +336,8 @@ def main(opt):
                           f"{runs[side][-1][task.figures]}{'' if rc == 0 else ' FAILED: ' + tail[-800:]}",
                           flush=True)
             o, p = summarize("official", runs["official"]), summarize("project", runs["project"])
-            result["val"] = {"official": o, "project": p, "ratio_official_over_project":
+            result["val"] = {"img": opt.val_img, "batch": opt.val_batch, "weights": Path(opt.val_weights).name,
+                             "official": o, "project": p, "ratio_official_over_project":
                              o["median_s"] / p["median_s"] if o["median_s"] and p["median_s"] else None}
 
     result["load_end"] = _load()
@@ -354,10 +358,7 @@ def main(opt):
     if result.get("official_augmentations"):
         print(f"official classification augmentations: {result['official_augmentations']}; this project: random "
               "resized crop, horizontal flip, colour jitter (always)")
-    if opt.json:
-        Path(opt.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(opt.json).write_text(json.dumps(result, indent=1))
-        print(f"wrote {opt.json}")
+    print(f"wrote {write_result('compare_train', result, path=opt.json, tag=task.name)}")
     return 0
 
 

@@ -23,7 +23,6 @@ the figures are medians of the blocks. The machine's CPU and thread count are pr
 import argparse
 import contextlib
 import io
-import json
 import logging
 import os
 import platform
@@ -37,6 +36,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("YOLO_BACKEND", "torch")
 
+from benchmarks.results_io import write_result  # noqa: E402
 from utils import backend  # noqa: E402
 from utils.backend import torch  # noqa: E402
 
@@ -161,7 +161,7 @@ def parse_opt(argv=None):
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--iters", type=int, default=2)
     p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--json", default=None)
+    p.add_argument("--json", default=None, help="results file (default: a new one in benchmarks/results/)")
     return p.parse_args(argv)
 
 
@@ -190,10 +190,7 @@ def main(opt):
         print(f"\nvalidation forward {cfg} {opt.val_img} px batch {opt.val_batch} (ms)")
         for r in rows(ms):
             print(f"  {r['variant']:<18}{r['ms']:>10.1f}{r['x_vs_fp32'] or '':>8}")
-    if opt.json:
-        Path(opt.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(opt.json).write_text(json.dumps(result, indent=1))
-        print(f"wrote {opt.json}")
+    print(f"wrote {write_result('cpu_levers', result, path=opt.json)}")
     return result
 
 

@@ -5,7 +5,7 @@ official ultralytics/yolov5 code, in one device call (issue 21). scripts/stage_g
         --weights .gpu_kit/shared/weights/yolov5n.pt [--quick] [--device 0|cpu] [--dry-run]
 
 Writes DIR/gpu_kit.json (rewritten after every section, so a section that fails or runs out of time loses nothing
-of the others) and DIR/gpu_kit.log (each child's output). Sections, each in its own child processes with its own
+of the others; a results file of benchmarks/results_io.py: copy it into benchmarks/results/) and DIR/gpu_kit.log (each child's output). Sections, each in its own child processes with its own
 time budget, each with `status` ok / failed / skipped and a `reason` when not ok:
   cuda_tests  `pytest -m cuda` (tests marked cuda: the CUDA code paths); passed / failed / skipped, failures named
   train       train.py of both codebases, alternating, on the same GPU: yolov5s from scratch at 640, batch 16 and 64,
@@ -39,6 +39,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.results_io import run_metadata  # noqa: E402
+
 SECTIONS = ("cuda_tests", "train", "profile", "loader", "candidates")
 FLAGS_ON = ("--bbox_iou_optim", "--multi_tensor_optimizer")
 # environment of this project's children; the official children get neither these nor the launcher variables
@@ -203,6 +208,7 @@ class Kit:
         self.plan = plan(opt)
         self.sections = {}
         self.meta = {}
+        self.run_record = run_metadata()
         self.tmp = Path(tempfile.mkdtemp(prefix="gpu_kit_"))
 
     def log(self, msg):
@@ -216,7 +222,7 @@ class Kit:
 
     def write(self):
         self.meta["kit"]["elapsed_s"] = round(time.time() - self.t0, 1)
-        doc = assemble(self.meta, self.sections)
+        doc = {"benchmark": "gpu_kit", "run": self.run_record, **assemble(self.meta, self.sections)}
         tmp = self.out / "gpu_kit.json.tmp"
         tmp.write_text(json.dumps(doc, indent=1, default=str))
         os.replace(tmp, self.out / "gpu_kit.json")
@@ -523,7 +529,8 @@ def loader(kit, budget):
     jobs = [(w, form) for w in pl["loader_workers"] for form in ("project", "official")]
     for n, (w, form) in enumerate(jobs):
         cmd = [sys.executable, ROOT / "benchmarks" / "loader.py", "--data", data, "--img", pl["loader_img"],
-               "--batch-size", "16", "--workers", w, "--images", pl["loader_images"], "--no-stages"]
+               "--batch-size", "16", "--workers", w, "--images", pl["loader_images"], "--no-stages",
+               "--json", kit.tmp / f"loader_{form}_{w}.json"]
         if form == "official":
             cmd.append("--classic")
         rc, out, dt = kit.run(cmd, (deadline - time.time()) / (len(jobs) - n), label=f"loader-{form}-{w}")
@@ -620,6 +627,8 @@ def main(opt):
     kit = Kit(opt)
     kit.log(f"GPU kit, {kit.plan['mode']}, out {kit.out}, ref {opt.ref or '-'}")
     kit.meta = machine(kit)
+    if kit.meta.get("device") not in (None, "cpu"):
+        kit.run_record["machine"]["gpu"] = kit.meta["device"]
     if opt.device != "cpu" and not kit.meta.get("cuda_available"):
         kit.log("no CUDA GPU visible to PyTorch: every section would measure the CPU; use --device cpu --dry-run")
     kit.write()

@@ -39,6 +39,7 @@ if not (Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi")):
 os.environ.setdefault("YOLO_BACKEND", "torch")  # dispatch counting is a PyTorch feature
 
 from benchmarks import dispatch_count as dc  # noqa: E402
+from benchmarks.results_io import write_result  # noqa: E402
 
 STAGES = dc.STAGES
 READBACK_INTERVAL = 10  # the trainer's default on CUDA (utils/loss_readback.py); the counted step is not a read
@@ -185,7 +186,7 @@ def parse_opt(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--ref", default=None, help="official ultralytics/yolov5 checkout (skipped without it)")
     p.add_argument("--ref-python", default=None, help="its Python (default: ../venv/bin/python beside it, if any)")
-    p.add_argument("--json", default=None, help="write the figures here")
+    p.add_argument("--json", default=None, help="results file (default: a new one in benchmarks/results/)")
     p.add_argument("--cfg", default="yolov5s.yaml")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--img", type=int, default=320)
@@ -231,10 +232,7 @@ def main(opt):
                       project_vs_official=p["launches"] / o, project_vs_official_cuda=p["launches"] / oc)
         print(f"project (flags) / official: {p['launches'] / o:.3f} (CPU defaults), {p['launches'] / oc:.3f} "
               "(CUDA defaults)")
-    if opt.json:
-        Path(opt.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(opt.json).write_text(json.dumps(result, indent=1))
-        print(f"wrote {opt.json}")
+    print(f"wrote {write_result('launches', result, path=opt.json)}")
     return 0
 
 

@@ -6,7 +6,8 @@ and the per-stage cost measured in-process on one core.
     python benchmarks/loader.py --classic                       # ultralytics-style canvas + full warp, to compare
 
 --data takes a dataset YAML or an images folder; the default coco128 uses ../shared/data/coco128 when
-data/coco128.yaml's own folder is missing, so it runs offline.
+data/coco128.yaml's own folder is missing, so it runs offline. The figures go to a results file (--json, default a
+new loader_<time>.json in benchmarks/results/) besides the printed lines.
 """
 import argparse
 import os
@@ -22,6 +23,7 @@ import cv2  # noqa: E402
 import yaml  # noqa: E402
 
 from benchmarks.classic_loader import ClassicLoadImagesAndLabels  # noqa: E402
+from benchmarks.results_io import write_result  # noqa: E402
 from utils.data import LoadImagesAndLabels, StageTimer, make_loader  # noqa: E402
 from utils.dataset_config import check_dataset  # noqa: E402
 
@@ -110,6 +112,9 @@ def main(opt):
     mode = "classic (canvas + full warp)" if opt.classic else "fused (one warp per tile)"
     print(f"loader benchmark: {path}  img {opt.img}  batch {opt.batch_size}  hyp {Path(opt.hyp).name}  "
           f"cache {opt.cache}  mosaic {mode}  cpus {os.cpu_count()}")
+    figures = {"data": str(opt.data), "img": opt.img, "batch": opt.batch_size, "workers": opt.workers,
+               "hyp": Path(opt.hyp).name, "cache": opt.cache, "formulation": "classic" if opt.classic else "project",
+               "load_start": round(os.getloadavg()[0], 2)}
     ips, n, dt, nw, cpu = throughput(path, opt, hyp)
     print(f"throughput: {ips:.1f} images/s with {nw} worker(s) ({n} images in {dt:.2f}s wall, after a warm-up epoch)")
     wcpu, mcpu = cpu
@@ -118,6 +123,8 @@ def main(opt):
           + (f", {n / wcpu * nw:.1f} images/s for {nw} worker(s) that each own a core" if nw and wcpu else ""))
     print(f"  (load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus: wall figures shrink when the "
           f"machine is shared, CPU figures much less)")
+    figures.update(img_s=round(ips, 1), images=n, wall_s=round(dt, 3), workers_cpu_ms_per_image=round(wcpu / n * 1e3, 3),
+                   main_cpu_ms_per_image=round(mcpu / n * 1e3, 3), load_end=round(os.getloadavg()[0], 2))
     if not opt.no_stages:
         per, total = stages(path, opt, hyp)
         print("per-stage CPU cost, one process, OpenCV sequential like a worker (CPU ms/image, robust to other load):")
@@ -126,6 +133,9 @@ def main(opt):
             if k in per:
                 print(f"  {k:<22s}{per[k]:7.2f}")
         print(f"  {'total':<22s}{total:7.2f}  ({1e3 / total:.1f} images/s per dedicated core)")
+        figures["stage_cpu_ms_per_image"] = {k: round(v, 3) for k, v in per.items()}
+        figures["total_cpu_ms_per_image"] = round(total, 3)
+    print(f"wrote {write_result('loader', figures, path=opt.json)}")
 
 
 def parse_opt(argv=None):
@@ -139,6 +149,7 @@ def parse_opt(argv=None):
     p.add_argument("--cache", default=None, choices=[None, "ram", "disk"])
     p.add_argument("--classic", action="store_true", help="ultralytics-style mosaic path, for comparison")
     p.add_argument("--no-stages", action="store_true", help="skip the per-stage measurement")
+    p.add_argument("--json", default=None, help="results file (default: a new one in benchmarks/results/)")
     return p.parse_args(argv)
 
 

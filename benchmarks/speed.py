@@ -19,7 +19,6 @@ Sections
             only where this shows a gain
 """
 import argparse
-import json
 import logging
 import os
 import platform
@@ -34,6 +33,7 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
+from benchmarks.results_io import write_result  # noqa: E402
 from utils import backend  # noqa: E402
 from utils.backend import nn, torch  # noqa: E402
 
@@ -446,7 +446,7 @@ def parse_opt(argv=None):
                    "'plain'), e.g. flags+amp_fp16 flags+amp_fp16+compile")
     p.add_argument("--threads", type=int, default=0, help="CPU intra-op threads (0: framework default); 1 is "
                    "steadier on a shared machine, where spinning OpenMP threads can make small ops ~50x slower")
-    p.add_argument("--json", default=None, help="output file (default runs/benchmarks/speed_<backend>_<device>.json)")
+    p.add_argument("--json", default=None, help="results file (default: a new speed_<backend>_<device>_<time>.json in benchmarks/results/)")
     return p.parse_args(argv)
 
 
@@ -513,9 +513,7 @@ def main(opt):
                                                                  warmup=3 if small else 10, names=opt.variants)
         print_table(f"training step variants beyond the seed, {cfg} (ms, end to end)", result["train_step_variants"])
 
-    out = Path(opt.json) if opt.json else ROOT / "runs" / "benchmarks" / f"speed_{backend.BACKEND}_{dev.type}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1, default=float))
+    out = write_result("speed", result, path=opt.json, tag=f"{backend.BACKEND}_{dev.type}", gpu=gpu, default=float)
     print(f"\nwrote {out}")
     return result
 

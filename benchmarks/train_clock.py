@@ -13,14 +13,29 @@ epoch, not at exit: this project's entry scripts leave without the interpreter's
 * peak GPU memory of the process as PyTorch's caching allocator saw it (max reserved and max allocated, MiB);
 * whether a GradScaler was made enabled (the official trainer's AMP, decided by its check_amp) and which autocast
   dtypes were entered.
-It imports nothing from either codebase: the trainer's own folder is first on sys.path, as when it runs directly.
+It imports nothing from either codebase: the trainer's own folder is first on sys.path, as when it runs directly
+(benchmarks/results_io.py, standard library only, is loaded by its path for the date, commit, machine, versions and
+command every results file carries). Without GPU_KIT_CLOCK_OUT the file is a new train_clock_<time>.json in
+benchmarks/results/.
 """
+import importlib.util
 import json
 import math
 import os
 import runpy
 import sys
 import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _results_io():
+    """benchmarks/results_io.py loaded by its path under a private name: in the official trainer's process `utils`
+    and `benchmarks` (its benchmarks.py) are the official code's."""
+    spec = importlib.util.spec_from_file_location("_train_clock_results_io", os.path.join(HERE, "results_io.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _write(path, data):
@@ -30,12 +45,12 @@ def _write(path, data):
     os.replace(tmp, path)
 
 
-def install(out_path, epochs):
+def install(out_path, epochs, run=None):
     import torch
     from torch.utils.data import dataloader as dl
 
     cuda = torch.cuda.is_available()
-    rec = {"epochs": epochs, "t_start": time.time(), "batches": 0, "nb": None, "timed_images": 0,
+    rec = {**({"benchmark": "train_clock", "run": run} if run else {}), "epochs": epochs, "t_start": time.time(), "batches": 0, "nb": None, "timed_images": 0,
            "scaler_enabled": None, "autocast": [], "device": torch.cuda.get_device_name(0) if cuda else "cpu",
            "torch": torch.__version__, "done": False}
     state = {"t0": None, "images": 0}
@@ -110,15 +125,20 @@ def main(argv):
         print(__doc__)
         return 2
     script = os.path.abspath(argv[0])
-    out = os.environ.get("GPU_KIT_CLOCK_OUT", "train_clock.json")
+    results_io = _results_io()
+    out = os.environ.get("GPU_KIT_CLOCK_OUT") or str(results_io.default_path("train_clock"))
     epochs = int(os.environ.get("GPU_KIT_CLOCK_EPOCHS", "0") or 0)
     if epochs < 2:
         print("train_clock: GPU_KIT_CLOCK_EPOCHS must be the run's --epochs, at least 2 (a warm-up epoch, then the "
               "timed ones)", file=sys.stderr)
         return 2
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    run = results_io.run_metadata(argv=[os.path.join(HERE, "train_clock.py"), *argv])
+    run["trainer"] = script
     sys.argv = [script, *argv[1:]]
     sys.path[0] = os.path.dirname(script)  # as `python train.py` would have it, not this file's folder
-    install(out, epochs)
+    rec = install(out, epochs, run)
+    run["machine"]["gpu"] = None if rec["device"] == "cpu" else rec["device"]
     runpy.run_path(script, run_name="__main__")
     return 0
 

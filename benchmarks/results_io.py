@@ -1,0 +1,140 @@
+"""Results files: every benchmark writes its figures as one JSON file in benchmarks/results/ through this module, and
+benchmarks/render_results.py makes docs/benchmarks.md and the README's headline table from those files only.
+
+A results file is the benchmark's own JSON (its keys as before, so the readers of each format keep working) with two
+keys added:
+  "benchmark"  the kind: compare_train, train_clock, loader, cpu_levers, speed, launches, gpu_kit, demo
+  "run"        how the figures were made: date (UTC, ISO 8601), commit (and whether the tree had local changes),
+               machine (CPU model, its vector/matrix flags, cores, GPU name), versions (Python, torch, oneflow,
+               numpy), the exact command, and source: "measured" for a file a benchmark wrote, or "transcribed from
+               <commit> ..." for figures copied from an earlier record (a README or a commit message), never to be
+               taken for a fresh run.
+
+Standard library only at import: benchmarks/train_clock.py loads this file into the official trainer's process,
+where `utils` is the official package. Versions are read from the installed distributions, so nothing is imported
+to learn them."""
+import datetime
+import os
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS_DIR = ROOT / "benchmarks" / "results"
+SCHEMA = 1
+# the CPU features that decide which kernels run (AVX2, AVX-512, native bf16, AMX tiles), as /proc/cpuinfo names them
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+VERSIONED = ("torch", "oneflow", "numpy")
+
+
+def utc_now():
+    """The current time as UTC ISO 8601 to the second, e.g. 2026-11-27T12:00:00Z."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cpu_info(cpuinfo="/proc/cpuinfo"):
+    """(model name, the CPU_FLAGS it has) from /proc/cpuinfo; (platform's name, None) where that file is missing."""
+    model, flags = None, None
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and model is None:
+                    model = value.strip()
+                elif key == "flags" and flags is None:
+                    have = set(value.split())
+                    flags = [f for f in CPU_FLAGS if f in have]
+                if model is not None and flags is not None:
+                    break
+    except OSError:
+        pass
+    return model or platform.processor() or platform.machine() or "unknown", flags
+
+
+def gpu_name():
+    """The first CUDA GPU's name when PyTorch is already imported and sees one; None otherwise (never imports it)."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_available():
+            return torch.cuda.get_device_name(0)
+    except Exception:  # OneFlow's torch alias or a broken driver: no GPU name, not a failed benchmark
+        pass
+    return None
+
+
+def versions():
+    """Python and the installed torch / oneflow / numpy versions (None where one is not installed)."""
+    out = {"python": platform.python_version()}
+    for name in VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_commit(root=ROOT):
+    """(short commit, whether tracked files differ from it), or (None, None) outside a git checkout."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                                timeout=10).stdout.strip()
+        if not commit:
+            return None, None
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                                 capture_output=True, text=True, timeout=30).stdout.strip()
+        return commit, bool(changed)
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+
+
+def command_line(argv=None):
+    """The command as typed: the interpreter's name and sys.argv (the script path relative to the project)."""
+    argv = list(sys.argv if argv is None else argv)
+    if argv:
+        try:
+            argv[0] = os.path.relpath(os.path.abspath(argv[0]), ROOT)
+        except ValueError:  # another drive (Windows)
+            pass
+    return " ".join(["python", *argv])
+
+
+def run_metadata(gpu=None, argv=None):
+    """The "run" record of a measured results file: date, commit, machine, versions, command, source."""
+    model, flags = cpu_info()
+    commit, dirty = git_commit()
+    return {"schema": SCHEMA, "date": utc_now(), "commit": commit, "local_changes": dirty,
+            "machine": {"cpu": model, "cpu_flags": flags, "cores": os.cpu_count(), "gpu": gpu or gpu_name()},
+            "versions": versions(), "command": command_line(argv), "source": "measured"}
+
+
+def result_document(benchmark, figures, gpu=None, argv=None):
+    """The results file's content: the benchmark's figures (its own keys) with "benchmark" and "run" added."""
+    clash = {"benchmark", "run"} & set(figures)
+    if clash:
+        raise ValueError(f"the figures of {benchmark} use the reserved key(s) {sorted(clash)}")
+    return {"benchmark": benchmark, "run": run_metadata(gpu=gpu, argv=argv), **figures}
+
+
+def default_path(benchmark, tag=None, results_dir=None):
+    """benchmarks/results/<benchmark>[_<tag>]_<UTC date and time>.json: a new name for every run."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    name = "_".join(x for x in (benchmark, tag, stamp) if x)
+    return Path(results_dir or RESULTS_DIR) / f"{name}.json"
+
+
+def write_result(benchmark, figures, path=None, tag=None, gpu=None, default=None):
+    """Write a results file (to path, or a new name in benchmarks/results/) whole or not at all; return its path.
+    default: json.dumps' fallback for values it cannot encode (numpy scalars)."""
+    import json
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from utils.atomic_files import write_text  # the one write module (imported here: see the module docstring)
+    doc = result_document(benchmark, figures, gpu=gpu)
+    out = Path(path) if path else default_path(benchmark, tag)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_text(out, json.dumps(doc, indent=1, default=default) + "\n")
+    return out
