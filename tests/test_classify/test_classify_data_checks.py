@@ -13,7 +13,7 @@ import pytest
 
 from utils.classify.dataset import (ClassificationDataError, ClassificationDataset, create_classification_dataloader,
                                     find_classes, image_folder_samples)
-from utils.classify.errors import original_message
+from utils.errors import worker_original_message as original_message
 from utils.errors import one_line
 
 CLASSES = ["ant", "bee", "cat"]
@@ -241,6 +241,6 @@ def test_original_message_from_a_rebuilt_worker_error():
     text = ("Caught ClassificationDataError in DataLoader worker process 3.\nOriginal Traceback (most recent call "
             "last):\n  File \"w.py\", line 1, in loop\n    data = fetch()\n"
             "utils.classify.errors.ClassificationDataError: /d/a/x.jpg: empty file (0 bytes)\n")
-    assert original_message(text, "ClassificationDataError") == "/d/a/x.jpg: empty file (0 bytes)"
+    assert original_message(text) == "/d/a/x.jpg: empty file (0 bytes)"
     assert str(ClassificationDataError(text)) == "/d/a/x.jpg: empty file (0 bytes)"
-    assert original_message("plain: text", "ClassificationDataError") == "plain: text"
+    assert original_message("plain: text") == "plain: text"

@@ -2,7 +2,9 @@
 
 1. only regular files are read as images, labels and caches, by every dataset (detection, segmentation,
    classification): a FIFO named like one, listed or swapped in after the listing, is skipped or refused in one
-   line, never read (a read would block for good)."""
+   line, never read (a read would block for good);
+2. an error raised in a DataLoader worker prints as its original one line, not the worker's folded traceback, under
+   both frameworks (their own ExceptionWrapper builds the text here)."""
 import os
 import threading
 
@@ -139,3 +141,66 @@ def test_classification_dataset_skips_and_refuses_fifos(tmp_path):
     os.mkfifo(tmp_path / "x.jpg.cls.0123456789.npy")
     status, out = within_deadline(lambda: read_image_npy(tmp_path / "x.jpg.cls.0123456789.npy"), tmp_path)
     assert status == "ok" and out is None
+
+
+# ---- 2. errors raised in DataLoader workers -------------------------------------------------------------------------
+def _rebuilt_by_the_framework(exc):
+    """exc raised, wrapped and re-raised by the running backend's own ExceptionWrapper, as a DataLoader rebuilds an
+    error from one of its workers in the main process: what the main process catches."""
+    import importlib
+
+    from utils.backend import torch
+    wrapper = importlib.import_module(f"{torch.__name__}._utils").ExceptionWrapper
+    try:
+        try:
+            raise exc
+        except BaseException:
+            wrapped = wrapper(where="in DataLoader worker process 3")
+        wrapped.reraise()
+    except BaseException as e:  # noqa: BLE001 (the test looks at it)
+        return e
+    raise AssertionError("reraise() raised nothing")
+
+
+def test_a_data_error_from_a_worker_prints_as_its_original_line():
+    from utils.data.labels import LabelError
+    from utils.errors import UserError, one_line, worker_original_message
+    message = "train: Label class 7 exceeds nc=3 in /d/labels/a.txt, line 2 (image /d/images/a.jpg)"
+    e = _rebuilt_by_the_framework(LabelError(message))
+    assert type(e) is LabelError and isinstance(e, UserError)
+    assert str(e) == message and one_line(e, "train") == message[len("train: "):]
+    # not a UserError (the image reader's FileNotFoundError, which the entry scripts print too): one_line finds it
+    message = "image /d/images/b.jpg cannot be read ([Errno 2] No such file or directory: '/d/images/b.jpg')"
+    e = _rebuilt_by_the_framework(FileNotFoundError(message))
+    assert type(e) is FileNotFoundError and "Traceback" in str(e) and len(str(e)) > len(message)
+    assert one_line(e) == message
+    # a message of several lines keeps them all (joined by one_line); chained exceptions give the last one
+    e = _rebuilt_by_the_framework(ValueError("first line\nsecond: line"))
+    assert worker_original_message(e) == "first line\nsecond: line" and one_line(e) == "first line second: line"
+    try:
+        try:
+            raise KeyError("inner")
+        except KeyError as inner:
+            raise LabelError("outer: label file /d/x.txt") from inner
+    except LabelError as chained:
+        e = _rebuilt_by_the_framework(chained)
+    assert str(e) == "outer: label file /d/x.txt"
+    # an empty message, and text that only looks like the frameworks' (no 'Original' line) stay as they are
+    assert str(_rebuilt_by_the_framework(LabelError(""))) == ""
+    text = "Caught LabelError in DataLoader worker process 1. and then some"
+    assert worker_original_message(text) == text and str(LabelError(text)) == text
+
+
+def test_a_dataset_error_raised_in_a_real_worker_is_one_short_line(tmp_path):
+    from utils.backend import torch
+    from utils.data.dataset import LoadImagesAndLabels
+    from utils.errors import one_line
+    root = _yolo_dataset(tmp_path / "d", 2)
+    ds = LoadImagesAndLabels(str(root / "images"), img_size=64, batch_size=2)
+    (root / "images" / "1.jpg").write_bytes(b"")  # damaged after the scan: the worker's reader raises
+    loader = torch.utils.data.DataLoader(ds, batch_size=2, num_workers=1, collate_fn=ds.collate_fn)
+    with pytest.raises(FileNotFoundError) as info:
+        next(iter(loader))
+    assert "worker process" in str(info.value)  # rebuilt by the framework from the worker's traceback
+    line = one_line(info.value)
+    assert str(root / "images" / "1.jpg") in line and "Traceback" not in line and len(line) < 300, line
