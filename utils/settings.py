@@ -10,8 +10,8 @@ Every value is parsed strictly: anything outside a setting's values is a Setting
 and what it takes (a typo such as YOLO_QUIET=yes used to mean 0 without a word). Empty (or blank) is the same as
 unset, for every variable: the default (an empty YOLO_CACHE_DIR used to cache into the working folder).
 
-README.md's table of these variables is ``markdown_table()`` (``python -m utils.settings`` prints it; a test keeps the
-two equal). The framework-free backend rule (utils/backend_choice.py) names YOLO_BACKEND in its messages only.
+docs/settings.md's table of these variables is ``markdown_table()`` (``python -m utils.settings`` prints it; a test
+keeps the two equal). The framework-free backend rule (utils/backend_choice.py) names YOLO_BACKEND in its messages only.
 No framework import here (only utils/errors.py, which imports nothing): every layer may read its settings.
 """
 import os
@@ -30,7 +30,7 @@ class SettingError(UserError, ValueError):
 @dataclass(frozen=True)
 class Setting:
     name: str
-    type: str  # as the README table shows it
+    type: str  # as the settings table shows it
     default: object  # or a function that makes it (a default that depends on the user's home folder)
     meaning: str
     parse: Callable = field(default=str, repr=False)  # raw string -> value; raises SettingError on a bad one
@@ -182,7 +182,7 @@ def _shown_default(s):
 
 
 def markdown_table():
-    """README.md's table of the settings, one row each."""
+    """docs/settings.md's table of the settings, one row each."""
     rows = ["| Variable | Values | Default | Meaning |", "|---|---|---|---|"]
     rows += [f"| `{s.name}` | {s.type} | {_shown_default(s)} | {s.meaning} |" for s in SETTINGS]
     return "\n".join(rows) + "\n"

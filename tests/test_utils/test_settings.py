@@ -1,4 +1,4 @@
-"""utils/settings.py: every YOLO_* variable in one table, parsed there, and README.md's table equal to it."""
+"""utils/settings.py: every YOLO_* variable in one table, parsed there, and docs/settings.md's table equal to it."""
 import re
 from pathlib import Path
 
@@ -10,11 +10,11 @@ from utils.errors import UserError
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_readme_table_is_the_settings_table():
-    text = (ROOT / "README.md").read_text()
-    m = re.search(r"<!-- settings table: [^\n]*-->\n(.*?)<!-- end of settings table -->", text, re.S)
-    assert m, "README.md has no settings table between its markers"
-    assert m.group(1) == settings.markdown_table(), "README.md's table differs: paste `python -m utils.settings`"
+def test_docs_table_is_the_settings_table():
+    text = (ROOT / "docs" / "settings.md").read_text()
+    m = re.search(r"<!-- settings table: [^\n]*-->\n\n(.*?)\n<!-- end of settings table -->", text, re.S)
+    assert m, "docs/settings.md has no settings table between its markers (each followed by a blank line)"
+    assert m.group(1) == settings.markdown_table(), "docs/settings.md's table differs: paste `python -m utils.settings`"
     assert len(settings.SETTINGS) == len(m.group(1).splitlines()) - 2 >= 14
 
 
