@@ -2,6 +2,7 @@
 #   make train-demo   set up, make the offline shapes dataset, train yolov5n on it (the first GPU if any, else
 #                     the CPU; DEVICE=cpu or DEVICE=0 to choose)
 #   make test         set up, run the test suite under both backends
+#   make docs         the user's guide (docs/, mkdocs.yml) built offline into site/ (--strict: a broken link fails)
 #   make test-fast    the fast tier (-m "not slow": unit and small integration tests) under each backend in turn
 # The backend this machine should train with: OneFlow with a CUDA GPU, PyTorch without (OneFlow 0.9.0's CPU kernels
 # are single-threaded). `make train-demo BACKEND=oneflow` chooses it explicitly.
@@ -15,7 +16,7 @@ DEVICE ?=
 PY_oneflow := .venv-oneflow/bin/python
 PY_torch := .venv-torch/bin/python
 
-.PHONY: setup setup-oneflow setup-torch setup-tf test test-oneflow test-torch test-fast test-fast-torch test-fast-oneflow \
+.PHONY: setup setup-oneflow setup-torch setup-tf docs test test-oneflow test-torch test-fast test-fast-torch test-fast-oneflow \
 	train-demo train-demo-detect train-demo-segment train-demo-classify
 
 setup:
@@ -32,6 +33,10 @@ setup-torch:
 # missing.
 setup-tf:
 	bash scripts/setup.sh tf
+
+# The site: MkDocs Material from the PyTorch environment (requirements.txt, "# Docs"); every page is in mkdocs.yml's nav
+docs: setup-torch
+	NO_MKDOCS_2_WARNING=1 $(PY_torch) -m mkdocs build --strict --site-dir site
 
 test: setup
 	bash scripts/test.sh
