@@ -39,7 +39,8 @@ from utils.log import LOGGER, colorstr  # noqa: E402
 from utils.paths import increment_path  # noqa: E402
 from utils.inference import load_model  # noqa: E402
 from utils.inference.loading import model_class_count  # noqa: E402
-from utils.inference.label_txt import write_label_txt  # noqa: E402
+from utils.inference.label_txt import label_lines  # noqa: E402
+from utils.atomic_files import write_text  # noqa: E402
 
 
 __all__ = ["run", "parse_opt", "main", "save_one_txt", "save_one_json", "match_image"]
@@ -50,8 +51,11 @@ class ClassCountMismatch(UserError, AssertionError):  # ultralytics asserts here
 
 
 def save_one_txt(predn, save_conf, shape, file):
-    """One line per detection: class x y w h [conf], normalized to the original image (YOLO label format)."""
-    write_label_txt(file, predn, shape, save_conf)
+    """One line per detection: class x y w h [conf], normalized to the original image (YOLO label format). The file
+    is written whole (ultralytics appended to it): an earlier run's file of that name is replaced, not added to."""
+    lines = label_lines(predn, shape, save_conf)
+    if lines:  # no detections, no file (as ultralytics)
+        write_text(file, "".join(line + "\n" for line in lines))
 
 
 @inference_mode()

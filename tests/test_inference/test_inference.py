@@ -3,19 +3,19 @@ import numpy as np
 import pytest
 
 from utils.backend import from_numpy, to_numpy, torch
-from utils.inference import check_save_format, load_model, preprocess, to_original, write_label_txt
+from utils.inference import RunLabelFiles, check_save_format, load_model, preprocess, to_original
 
 DET = np.array([[20, 20, 60, 40, 0.875, 3], [0, 50, 200, 100, 0.5, 0]], np.float32)  # on a 200 x 100 (w x h) image
 
 
 def test_label_txt_yolo_and_voc_formats(tmp_path):
-    write_label_txt(tmp_path / "yolo.txt", DET, (100, 200, 3), save_conf=True)
-    write_label_txt(tmp_path / "voc.txt", from_numpy(DET), (100, 200), save_format=1)
+    RunLabelFiles(tmp_path).write("a/yolo.jpg", DET, (100, 200, 3), save_conf=True)
+    RunLabelFiles(tmp_path).write("voc.png", from_numpy(DET), (100, 200), save_format=1)
     assert (tmp_path / "yolo.txt").read_text() == "3 0.2 0.3 0.2 0.2 0.875\n0 0.5 0.75 1 0.5 0.5\n"
     assert (tmp_path / "voc.txt").read_text() == "3 0.1 0.2 0.3 0.4\n0 0 0.5 1 1\n"
-    write_label_txt(tmp_path / "voc.txt", DET[:1], (100, 200), save_format=1)  # appends (video frames, reruns)
-    assert (tmp_path / "voc.txt").read_text().splitlines()[-1] == "3 0.1 0.2 0.3 0.4"
-    write_label_txt(tmp_path / "none.txt", DET[:0], (100, 200))
+    RunLabelFiles(tmp_path).write("voc.png", DET[:1], (100, 200), save_format=1)  # a rerun replaces, never appends
+    assert (tmp_path / "voc.txt").read_text() == "3 0.1 0.2 0.3 0.4\n"
+    assert RunLabelFiles(tmp_path).write("none.jpg", DET[:0], (100, 200)) is None
     assert not (tmp_path / "none.txt").exists()  # no detections, no file (as ultralytics)
 
 

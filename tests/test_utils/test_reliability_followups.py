@@ -204,3 +204,49 @@ def test_a_dataset_error_raised_in_a_real_worker_is_one_short_line(tmp_path):
     assert "worker process" in str(info.value)  # rebuilt by the framework from the worker's traceback
     line = one_line(info.value)
     assert str(root / "images" / "1.jpg") in line and "Traceback" not in line and len(line) < 300, line
+
+
+# ---- 3. val.py --save-txt writes each label file whole ------------------------------------------------------------
+SHAPES = [((64, 64), ((1.0, 1.0), (0.0, 0.0)))]  # an original 64 x 64 image, letterboxed without change
+DET = np.array([[8, 8, 24, 40, 0.9, 1]], np.float32)  # xyxy, conf, class on that image
+
+
+def _validate_once(kind, save_dir, preds, paths):
+    """One validation run's --save-txt over images `paths` (one per batch) with the detections `preds`."""
+    from utils.evaluation.evaluator import DetectionEvaluator
+    from utils.segment.evaluator import SegmentationEvaluator
+    targets = np.zeros((0, 6), np.float32)
+    if kind == "detect":
+        ev = DetectionEvaluator(3, {0: "a", 1: "b", 2: "c"}, save_dir=save_dir, save_txt=True)
+        for pred, path in zip(preds, paths):
+            ev.update([pred], targets, SHAPES, (64, 64), [path])
+    else:
+        ev = SegmentationEvaluator(3, {0: "a", 1: "b", 2: "c"}, save_dir=save_dir, save_txt=True)
+        for pred, path in zip(preds, paths):
+            pred = np.concatenate([pred, np.zeros((len(pred), 32), np.float32)], 1)  # 32 mask coefficients
+            ev.update([pred], np.zeros((1, 32, 16, 16), np.float32), targets, np.zeros((0, 16, 16), np.uint8),
+                      SHAPES, (64, 64), [path])
+
+
+@pytest.mark.parametrize("kind", ["detect", "segment"])
+def test_val_save_txt_rerun_replaces_label_files_and_same_stems_do_not_merge(tmp_path, kind):
+    labels = tmp_path / "exp" / "labels"
+    line = "1 0.25 0.375 0.25 0.5\n"
+    _validate_once(kind, tmp_path / "exp", [DET, DET[:0]], ["/d/a.jpg", "/d/none.jpg"])
+    assert (labels / "a.txt").read_text() == line and not (labels / "none.txt").exists()  # no rows, no file
+    # the same run folder again (--exist-ok): a.txt replaced, not appended to; b gets no rows now: an empty file
+    (labels / "b.txt").write_text("0 0.5 0.5 0.1 0.1\n")  # an earlier run's file
+    _validate_once(kind, tmp_path / "exp", [DET, DET[:0]], ["/d/a.jpg", "/d/b.jpg"])
+    assert (labels / "a.txt").read_text() == line and (labels / "b.txt").read_text() == ""
+    # two images of one run with one stem: each keeps its rows
+    _validate_once(kind, tmp_path / "exp2", [DET, DET[:0], DET], ["/d/x/0001.jpg", "/d/y/0001.jpg", "/d/z/0001.png"])
+    assert sorted(p.name for p in (tmp_path / "exp2" / "labels").iterdir()) == ["0001.txt", "0001_2.txt"]
+    assert all(p.read_text() == line for p in (tmp_path / "exp2" / "labels").iterdir())
+
+
+def test_val_save_one_txt_writes_the_file_whole(tmp_path):
+    import val
+    f = tmp_path / "a.txt"
+    f.write_text("0 0.5 0.5 0.1 0.1\n")
+    val.save_one_txt(DET, False, (64, 64), f)
+    assert f.read_text() == "1 0.25 0.375 0.25 0.5\n"

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from utils.evaluation.matching import labels_in_pixels, match_image
-from utils.inference.label_txt import write_label_txt
+from utils.inference.label_txt import RunLabelFiles
 from utils.log import LOGGER
 from utils.metrics import ConfusionMatrix, ap_per_class
 from utils.plot_jobs import inline
@@ -68,8 +68,8 @@ class DetectionEvaluator:
 
     nc, names: class count and {id: name}; iouv: IoU thresholds; single_cls: every prediction counts as class 0;
     plots: confusion matrix, curves and the first batches' images into save_dir; verbose: per-class rows in the
-    printed table; task: the split named in the no-labels warning; save_txt/save_conf: labels/<image>.txt per image
-    (utils.inference.write_label_txt); coco: a CocoPredictions collecting --save-json entries, or None."""
+    printed table; task: the split named in the no-labels warning; save_txt/save_conf: labels/<image>.txt per image,
+    each written whole (utils.inference.label_txt.RunLabelFiles); coco: a CocoPredictions collecting --save-json entries, or None."""
 
     def __init__(self, nc, names, iouv=IOU_THRESHOLDS, single_cls=False, plots=False, save_dir=Path(""),
                  verbose=False, task="val", save_txt=False, save_conf=False, coco=None):
@@ -77,6 +77,7 @@ class DetectionEvaluator:
         self.single_cls, self.plots, self.save_dir = single_cls, plots, Path(save_dir)
         self.verbose, self.task = verbose, task
         self.save_txt, self.save_conf, self.coco = save_txt, save_conf, coco
+        self.label_files = RunLabelFiles(self.save_dir / "labels")  # written only with save_txt
         self.confusion_matrix = ConfusionMatrix(nc=self.nc)
         self.stats = []  # per image: (correct (n, T) bool, conf (n,), predicted class (n,), label classes (m,))
         self.seen = 0
@@ -93,6 +94,8 @@ class DetectionEvaluator:
             labels = labels_all[labels_all[:, 0] == si, 1:]
             self.seen += 1
             if pred.shape[0] == 0:
+                if self.save_txt:  # no file, or an empty one over an earlier run's (RunLabelFiles)
+                    self.label_files.write(paths[si], pred, shapes[si][0], self.save_conf)
                 if labels.shape[0]:  # every label missed
                     self.stats.append((np.zeros((0, len(self.iouv)), dtype=bool), np.zeros(0), np.zeros(0),
                                        labels[:, 0]))
@@ -106,8 +109,7 @@ class DetectionEvaluator:
                 self.confusion_matrix.process_batch(predn, labelsn)
             self.stats.append((correct, pred[:, 4], pred[:, 5], labels[:, 0]))
             if self.save_txt:
-                write_label_txt(self.save_dir / "labels" / f"{Path(paths[si]).stem}.txt", predn, shapes[si][0],
-                                self.save_conf)
+                self.label_files.write(paths[si], predn, shapes[si][0], self.save_conf)
             if self.coco is not None:
                 self.coco.add(predn, paths[si])
 

@@ -4,17 +4,18 @@
     steps.py       preprocess (uint8 -> float in [0, 1]) and to_original (boxes back to original pixels);
                    non-maximum suppression between them is utils.nms.non_max_suppression
     profile.py     Profile: stage timers for the Speed lines
-    label_txt.py   write_label_txt: the --save-txt label files of val.py and detect.py (--save-format)
+    label_txt.py   label_lines, RunLabelFiles: the --save-txt label files of val.py and detect.py (--save-format),
+                   each written whole
     detector.py    Detector: the small Python API (boxes from paths or arrays)
     sources.py, predict.py, outputs.py   detect.py's source readers, frame loop and output files
 
 Used by detect.py, val.py (utils/evaluation), models/autoshape.py (torch.hub) and Detector.
 """
 from utils.inference.detector import Detector
-from utils.inference.label_txt import check_save_format, write_label_txt
+from utils.inference.label_txt import RunLabelFiles, check_save_format, label_lines
 from utils.inference.loading import load_model
 from utils.inference.profile import Profile, ms_per_image
 from utils.inference.steps import preprocess, to_original
 
-__all__ = ["Detector", "check_save_format", "write_label_txt", "load_model", "Profile", "ms_per_image", "preprocess",
-           "to_original"]
+__all__ = ["Detector", "RunLabelFiles", "check_save_format", "label_lines", "load_model", "Profile", "ms_per_image",
+           "preprocess", "to_original"]

@@ -1,7 +1,11 @@
 """The label files of val.py --save-txt and detect.py --save-txt: one line per detection, normalized to the
-original image, in the YOLO or the Pascal-VOC box format."""
+original image, in the YOLO or the Pascal-VOC box format. Each file is written whole (utils/atomic_files.py), never
+appended to: a rerun into the same folder (--exist-ok) replaces its files instead of adding to a previous run's."""
+from pathlib import Path
+
 import numpy as np
 
+from utils.atomic_files import numbered_unique_path, write_text
 from utils.backend import to_numpy
 from utils.boxes import xyxy2xywh
 from utils.errors import UserError
@@ -36,11 +40,35 @@ def label_lines(det, im0_shape, save_conf=False, save_format=YOLO_FORMAT):
     return lines
 
 
-def write_label_txt(file, det, im0_shape, save_conf=False, save_format=YOLO_FORMAT):
-    """Append det's label_lines to file (val.py's per-image files, which the evaluators own). detect.py and the
-    predict scripts write each file whole instead (utils/inference/outputs.py), so a rerun replaces its files."""
-    lines = label_lines(det, im0_shape, save_conf, save_format)
-    if not lines:
-        return
-    with open(file, "a") as f:
-        f.write("".join(line + "\n" for line in lines))
+class RunLabelFiles:
+    """The per-image label files one validation run (val.py, segment/val.py --save-txt) writes into folder as
+    <stem>.txt, each written whole (detect.py's are: utils/inference/outputs.py):
+
+    * a file of an earlier run in the same folder (--exist-ok) is replaced, never appended to; an image without
+      detections over such a file gets an empty one, so that every file there is this run's result, and none where
+      there was none (as ultralytics);
+    * a second image of this run with the same stem (a/0001.jpg and b/0001.jpg, x.jpg and x.png) gets <stem>_2.txt
+      instead of replacing the first one's file (ultralytics appended both into one)."""
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+        self._written = set()  # this run's files
+
+    def write(self, image_file, det, im0_shape, save_conf=False, save_format=YOLO_FORMAT):
+        """The label file of image_file's detections det (n, 6) in original pixels; returns its path, or None when
+        no file was due (no detections and no earlier file)."""
+        lines = label_lines(det, im0_shape, save_conf, save_format)
+        f = self.folder / f"{Path(image_file).stem}.txt"
+        taken = f in self._written
+        if not lines and (taken or not f.exists()):
+            return None
+        if taken:
+            f = numbered_unique_path(f, start=2, sep="_")[0]  # reserved (an empty file) until written
+        try:
+            write_text(f, "".join(line + "\n" for line in lines))
+        except BaseException:
+            if taken:
+                f.unlink(missing_ok=True)  # the reservation, this run's own empty file
+            raise
+        self._written.add(f)
+        return f

@@ -9,14 +9,12 @@ time (DetectionEvaluator's matching and AP, with the masks matched by mask IoU a
     metrics = evaluator.compute()     # .box and .mask: DetectionMetrics (mp, mr, map50, map50_95, maps())
 """
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from utils.evaluation.evaluator import DetectionEvaluator, DetectionMetrics
 from utils.evaluation.matching import labels_in_pixels, match_image
 from utils.log import LOGGER
-from utils.inference.label_txt import write_label_txt
 from utils.metrics import ap_per_class, match_by_iou
 from utils.plots import images_as_drawn, output_to_target
 from utils.segment.masks import (mask_iou, overlap_to_instances, process_mask, process_mask_native, resize_masks,
@@ -81,6 +79,8 @@ class SegmentationEvaluator(DetectionEvaluator):
                 first += nl
             self.seen += 1
             if pred.shape[0] == 0:
+                if self.save_txt:  # no file, or an empty one over an earlier run's (RunLabelFiles)
+                    self.label_files.write(paths[si], pred[:, :6], shapes[si][0], self.save_conf)
                 if nl:
                     empty = np.zeros((0, t), dtype=bool)
                     self.stats.append((empty, empty, np.zeros(0), np.zeros(0), labels[:, 0]))
@@ -107,8 +107,7 @@ class SegmentationEvaluator(DetectionEvaluator):
                     self.confusion_matrix.process_batch(predn, labelsn)
             self.stats.append((correct_mask, correct_box, pred[:, 4], pred[:, 5], labels[:, 0]))
             if self.save_txt:
-                write_label_txt(self.save_dir / "labels" / f"{Path(paths[si]).stem}.txt", predn, shapes[si][0],
-                                self.save_conf)
+                self.label_files.write(paths[si], predn, shapes[si][0], self.save_conf)
             if self.coco is not None:  # masks on the original image, as the official --save-json encodes them
                 native = scale_image(input_hw, (pm > 0.5).astype(np.uint8).transpose(1, 2, 0), shapes[si][0],
                                      shapes[si][1])
