@@ -299,8 +299,8 @@ def headline_table(results):
 def headline_block(results):
     """What goes between the README's markers."""
     return "\n".join(["", *headline_table(results), "",
-                      "Wall time of whole runs, official over this project, from the newest results file of each "
-                      "(`benchmarks/results/`); every figure with its command and conditions: "
+                      "Wall time of whole runs, official over this project, from the newest results file of each",
+                      "(`benchmarks/results/`); every figure with its command and conditions:",
                       "[docs/benchmarks.md](docs/benchmarks.md).", ""])
 
 
