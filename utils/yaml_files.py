@@ -75,6 +75,10 @@ def parse_yaml(text, file="<yaml>", error=YamlError):
         raise error(_error_line(file, e)) from None
     except RecursionError:
         raise error(f"{file}: refused, nested too deeply to read; flatten it.") from None
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError) as e:
+        # PyYAML's constructors raise these, unwrapped, for an explicit tag the value cannot hold ('a: !!int x')
+        raise error(f"{file}: a value cannot be read as its explicit !!tag says ({type(e).__name__}: {e}); "
+                    "remove the tag or fix the value.") from None
     finally:
         if loader is not None:
             loader.dispose()
