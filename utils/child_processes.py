@@ -11,12 +11,18 @@ starts calls end_with_parent() first thing after fork:
   the forking THREAD, which may end long before the process): a daemon thread in the child watches a pipe whose
   write end only the parent keeps (EOF when it is gone) and getppid() once a second, and ends the child.
 
+Programs the project runs (pnnx) get the same through child_preexec(), the preexec_fn of their subprocess call: the
+death signal set before exec stays with the program. But a program's own children do not inherit it: a shell script
+killed so leaves the command it was running (a download's curl) behind, so run_ending_with_parent() runs such a
+program under a small guard process that gets the signal and ends the program's whole process tree first.
+
 No framework and no project imports: loader workers, plot helpers and anything forked later can use it.
 """
 import ctypes
 import os
 import select
 import signal
+import subprocess
 import sys
 import threading
 
@@ -38,6 +44,9 @@ def _find_prctl():
 
 
 _PRCTL = _find_prctl()
+# The main thread's id in the process that imported this module (before any fork): a forked child's one thread keeps
+# the id of the thread that forked it, so a child can tell whether the parent's main thread forked it
+_MAIN_THREAD_IDENT = threading.main_thread().ident
 
 
 def _prctl():
@@ -75,11 +84,21 @@ class ParentLink:
         end_with_parent(self.parent_pid, sig, self.read_fd, use_prctl=self.main_thread)
 
 
-def end_with_parent(parent_pid=None, sig=signal.SIGKILL, read_fd=None, use_prctl=True):
+def forked_by_main_thread():
+    """In a child just forked: whether the parent's main thread forked it. Only then may the death signal be used
+    for a child that outlives the call that started it: the signal follows the forking THREAD (a DataLoader iterated
+    in a helper thread forks its workers there)."""
+    return threading.get_ident() == _MAIN_THREAD_IDENT
+
+
+def end_with_parent(parent_pid=None, sig=signal.SIGKILL, read_fd=None, use_prctl=None):
     """In a child, right after fork: the child is sent sig when parent_pid (default: the multiprocessing parent,
-    else the current parent) ends. read_fd: the read end of a ParentLink pipe, watched where prctl cannot help."""
+    else the current parent) ends. read_fd: the read end of a ParentLink pipe, watched where prctl cannot help.
+    use_prctl: None decides by forked_by_main_thread() (a DataLoader worker's init calls it so)."""
     if parent_pid is None:
         parent_pid = _multiprocessing_parent_pid() or os.getppid()
+    if use_prctl is None:
+        use_prctl = forked_by_main_thread()
     _drop_inherited_write_end()
     if use_prctl and _set_parent_death_signal(sig):
         if os.getppid() != parent_pid:  # the parent died before prctl: no signal will come
@@ -87,6 +106,76 @@ def end_with_parent(parent_pid=None, sig=signal.SIGKILL, read_fd=None, use_prctl
         return "prctl"
     threading.Thread(target=_watch_parent, args=(parent_pid, sig, read_fd), name="parent-watch", daemon=True).start()
     return "watch"
+
+
+def child_preexec(sig=signal.SIGKILL):
+    """The preexec_fn for subprocess.run/Popen of a program nobody should outlive: in the child, between fork and
+    exec, it asks for sig at the parent's death (kept across exec), and ends the child at once when the parent died
+    before that. Made in the parent (it records the parent's pid). For subprocess.run from any thread (the forking
+    thread waits for the child, so it cannot end first); a Popen kept past the call should be made in the main
+    thread. None where there is no prctl: nothing set in the child survives exec there."""
+    if _prctl() is None:
+        return None
+    parent_pid = os.getpid()
+
+    def preexec():  # between fork and exec: no locks, no imports, no threads
+        if _set_parent_death_signal(sig) and os.getppid() != parent_pid:
+            os.kill(os.getpid(), sig)
+
+    return preexec
+
+
+# The guard of run_ending_with_parent, run as `python -c _GUARD <program> <args...>`: it runs the program (in its
+# parent's process group, so the terminal's Ctrl-C reaches the program as before) and passes its exit status on; on
+# SIGTERM -- the death signal child_preexec sets for it -- it kills the program's whole process tree (collected
+# first: a process killed first would hand its children to init, out of reach), then exits. Ctrl-C is left to the
+# program: the guard waits on.
+_GUARD = r'''
+import os, signal, subprocess, sys
+
+def tree(root):
+    children = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(d))
+            except (OSError, ValueError, IndexError):
+                continue
+    found, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+def end(signum, frame):
+    for pid in tree(os.getpid()):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    os._exit(128 + signum)
+
+signal.signal(signal.SIGTERM, end)
+signal.signal(signal.SIGINT, lambda *a: None)  # a handler, not SIG_IGN: the program gets the default back at exec
+rc = subprocess.call(sys.argv[1:])
+sys.exit(128 - rc if rc < 0 else rc)
+'''
+
+
+def run_ending_with_parent(args, check=False, **kwargs):
+    """subprocess.run(args, **kwargs) for a program that may start programs of its own (a shell script): the program
+    and every process it started end when this process ends, however it ends (Linux; elsewhere a plain run). The
+    result's args are the program's, so a CalledProcessError names it, not the guard."""
+    args = list(args)
+    guarded = _prctl() is not None and os.path.isdir("/proc")
+    cmd = [sys.executable, "-c", _GUARD, *args] if guarded else args
+    p = subprocess.run(cmd, preexec_fn=child_preexec(signal.SIGTERM), **kwargs)
+    p.args = args
+    if check:
+        p.check_returncode()
+    return p
 
 
 def _multiprocessing_parent_pid():

@@ -14,13 +14,13 @@ told in one line to set ``path:``. A zip is unpacked by utils/archive_extract.py
 bounded in size and compression ratio, refused whole if it holds code, moved into place only when complete."""
 import difflib
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 from utils.archive_extract import (ArchiveError, download_file, extract_archive, staging_parent,
                                    unsafe_data_folder_reason)
 from utils.atomic_files import temp_path_for
+from utils.child_processes import run_ending_with_parent
 from utils.errors import UserError
 from utils.log import LOGGER, colorstr
 from utils.paths import ROOT, RepoFileNotFound, find_repo_file
@@ -268,7 +268,9 @@ def run_download(s, data, path):
         finally:
             zf.unlink(missing_ok=True)
     elif download_kind(s) == "shell":
-        subprocess.run(s, shell=True, check=True, cwd=ROOT)  # noqa: S602 (shown and consented to in check_dataset)
+        # shown and consented to in check_dataset; the shell and all it started end with this process, however it
+        # ends (a SIGKILLed trainer left a script's curl downloading for good)
+        run_ending_with_parent(["/bin/sh", "-c", s], check=True, cwd=ROOT)
     else:  # Python code, with the dataset dict as `yaml` like ultralytics
         if str(ROOT) not in sys.path:
             sys.path.insert(0, str(ROOT))

@@ -250,3 +250,124 @@ def test_val_save_one_txt_writes_the_file_whole(tmp_path):
     f.write_text("0 0.5 0.5 0.1 0.1\n")
     val.save_one_txt(DET, False, (64, 64), f)
     assert f.read_text() == "1 0.25 0.375 0.25 0.5\n"
+
+
+# ---- 4. children end with their parent ------------------------------------------------------------------------------
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+LOADER_PARENT = """
+import os, sys, time
+sys.path.insert(0, {root!r})
+from utils.backend import torch
+from utils.data.sampler import SeedWorker
+
+class Slow(torch.utils.data.Dataset):  # a worker stuck in a read, as on a hung share or a FIFO
+    def __len__(self):
+        return 4
+    def __getitem__(self, i):
+        print("child", os.getpid(), flush=True)
+        time.sleep(300)
+        return i
+
+next(iter(torch.utils.data.DataLoader(Slow(), batch_size=1, num_workers=1, worker_init_fn=SeedWorker(0, 0))))
+"""
+
+DOWNLOAD_PARENT = """
+import sys
+sys.path.insert(0, {root!r})
+from utils.dataset_config import run_download
+run_download("bash -c 'echo child $$; exec sleep 300'", {{}}, {tmp!r})
+"""
+
+
+def _alive(pid):
+    """pid runs (a zombie left to a reaper that never comes counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+
+
+def _child_outlives_killed_parent(code, seconds=5):
+    """Run parent `code`, which prints 'child <pid>' once its child runs; SIGKILL the parent; True when the child
+    still runs `seconds` later (it is then killed here)."""
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True, env={**os.environ, "YOLO_QUIET": "1"})
+    child = None
+    try:
+        deadline = time.monotonic() + 120
+        for line in parent.stdout:  # the framework's import takes seconds
+            if line.startswith("child "):
+                child = int(line.split()[1])
+                break
+            assert time.monotonic() < deadline
+        assert child, "the parent never started its child"
+        parent.kill()  # as the OOM killer does: the parent runs nothing more
+        parent.wait()
+        end = time.monotonic() + seconds
+        while _alive(child) and time.monotonic() < end:
+            time.sleep(0.1)
+        return _alive(child)
+    finally:
+        parent.kill()
+        parent.wait()
+        if child and _alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the death signal is Linux's")
+def test_a_loader_worker_ends_with_its_sigkilled_parent():
+    assert not _child_outlives_killed_parent(LOADER_PARENT.format(root=str(ROOT)))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the death signal is Linux's")
+def test_a_consented_download_script_ends_with_its_sigkilled_parent(tmp_path):
+    assert not _child_outlives_killed_parent(DOWNLOAD_PARENT.format(root=str(ROOT), tmp=str(tmp_path)))
+
+
+FORKS = """
+import os, sys, threading
+sys.path.insert(0, {root!r})
+from utils.child_processes import forked_by_main_thread
+
+def fork_and_report():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(int(forked_by_main_thread()))
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+out = [fork_and_report()]
+t = threading.Thread(target=lambda: out.append(fork_and_report()))
+t.start(); t.join()
+print(out)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_child_knows_whether_the_main_thread_forked_it():
+    """A loader iterated in a helper thread forks its workers there: the death signal would follow that thread, so
+    such a worker watches its parent's pid instead."""
+    p = subprocess.run([sys.executable, "-c", FORKS.format(root=str(ROOT))], capture_output=True, text=True,
+                       timeout=60)
+    assert p.stdout.strip() == "[1, 0]", p.stdout + p.stderr
+
+
+def test_a_guarded_program_keeps_its_exit_status_output_and_name(tmp_path):
+    from utils.child_processes import run_ending_with_parent
+    p = run_ending_with_parent(["/bin/sh", "-c", "echo out; exit 3"], capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode == 3 and p.stdout == "out\n" and p.args == ["/bin/sh", "-c", "echo out; exit 3"]
+    with pytest.raises(subprocess.CalledProcessError, match=r"\['/bin/sh', '-c', 'exit 4'\].*status 4"):
+        run_ending_with_parent(["/bin/sh", "-c", "exit 4"], check=True)

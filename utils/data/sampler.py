@@ -5,6 +5,7 @@ import random
 import numpy as np
 
 from utils.backend import torch
+from utils.child_processes import end_with_parent
 
 
 def rank_share(n, world_size, rank, seed=0, batch_size=None):
@@ -70,6 +71,7 @@ class SeedWorker:
         self.seed, self.rank = int(seed), int(rank)
 
     def __call__(self, worker_id):
+        end_with_parent()  # a worker outlives a SIGKILLed trainer for good when blocked in a read (a FIFO, a share)
         s = int(np.random.SeedSequence([self.seed, self.rank, worker_id]).generate_state(1)[0])
         random.seed(s)
         np.random.seed(s)

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 from utils.atomic_files import output_folder
+from utils.child_processes import child_preexec
 from utils.export.folder_meta import write_folder_meta
 from utils.export.prepare import ExportError
 
@@ -30,7 +31,7 @@ def export_ncnn(prepared, file):
         shape = ",".join(str(int(x)) for x in prepared.im.shape)
         # pnnx writes model.ncnn.param/.bin (and its own intermediate files) beside its input
         p = subprocess.run([pnnx.EXEC_PATH, str(ts), f"inputshape=[{shape}]"], cwd=tmp, capture_output=True,
-                           text=True)
+                           text=True, preexec_fn=child_preexec())  # ends with this process, however it ends
         param, binary = Path(tmp) / "model.ncnn.param", Path(tmp) / "model.ncnn.bin"
         if p.returncode != 0 or not param.is_file():
             tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or [f"exit status {p.returncode}"]
