@@ -5,8 +5,9 @@ official ultralytics/yolov5 code, in one device call (issue 21). scripts/stage_g
         --weights .gpu_kit/shared/weights/yolov5n.pt [--quick] [--device 0|cpu] [--dry-run]
 
 Writes DIR/gpu_kit.json (rewritten after every section, so a section that fails or runs out of time loses nothing
-of the others; a results file of benchmarks/results_io.py: copy it into benchmarks/results/) and DIR/gpu_kit.log (each child's output). Sections, each in its own child processes with its own
-time budget, each with `status` ok / failed / skipped and a `reason` when not ok:
+of the others; a results file of benchmarks/results_io.py: copy it into benchmarks/results/) and DIR/gpu_kit.log
+(each child's output). Sections, each in its own child processes with its own time budget, each with `status`
+ok / failed / skipped and a `reason` when not ok:
   cuda_tests  `pytest -m cuda` (tests marked cuda: the CUDA code paths); passed / failed / skipped, failures named
   train       train.py of both codebases, alternating, on the same GPU: yolov5s from scratch at 640, batch 16 and 64,
               coco128 repeated to ~1000 images (distinct symlinks in a list file, so neither label cache folds the

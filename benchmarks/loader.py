@@ -123,7 +123,8 @@ def main(opt):
           + (f", {n / wcpu * nw:.1f} images/s for {nw} worker(s) that each own a core" if nw and wcpu else ""))
     print(f"  (load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus: wall figures shrink when the "
           f"machine is shared, CPU figures much less)")
-    figures.update(img_s=round(ips, 1), images=n, wall_s=round(dt, 3), workers_cpu_ms_per_image=round(wcpu / n * 1e3, 3),
+    figures.update(img_s=round(ips, 1), images=n, wall_s=round(dt, 3),
+                   workers_cpu_ms_per_image=round(wcpu / n * 1e3, 3),
                    main_cpu_ms_per_image=round(mcpu / n * 1e3, 3), load_end=round(os.getloadavg()[0], 2))
     if not opt.no_stages:
         per, total = stages(path, opt, hyp)

@@ -446,7 +446,8 @@ def parse_opt(argv=None):
                    "'plain'), e.g. flags+amp_fp16 flags+amp_fp16+compile")
     p.add_argument("--threads", type=int, default=0, help="CPU intra-op threads (0: framework default); 1 is "
                    "steadier on a shared machine, where spinning OpenMP threads can make small ops ~50x slower")
-    p.add_argument("--json", default=None, help="results file (default: a new speed_<backend>_<device>_<time>.json in benchmarks/results/)")
+    p.add_argument("--json", default=None, help="results file (default: a new "
+                   "speed_<backend>_<device>_<time>.json in benchmarks/results/)")
     return p.parse_args(argv)
 
 

@@ -50,7 +50,8 @@ def install(out_path, epochs, run=None):
     from torch.utils.data import dataloader as dl
 
     cuda = torch.cuda.is_available()
-    rec = {**({"benchmark": "train_clock", "run": run} if run else {}), "epochs": epochs, "t_start": time.time(), "batches": 0, "nb": None, "timed_images": 0,
+    rec = {**({"benchmark": "train_clock", "run": run} if run else {}),
+           "epochs": epochs, "t_start": time.time(), "batches": 0, "nb": None, "timed_images": 0,
            "scaler_enabled": None, "autocast": [], "device": torch.cuda.get_device_name(0) if cuda else "cpu",
            "torch": torch.__version__, "done": False}
     state = {"t0": None, "images": 0}
