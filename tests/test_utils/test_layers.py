@@ -72,7 +72,8 @@ LAYERS = (
     ("framework-free base", ("utils.log", "utils.settings", "utils.errors", "utils.paths", "utils.boxes",
                              "utils.img_size", "utils.iou_math", "utils.optimizer_layout", "utils.backend_choice",
                              "utils.atomic_files", "utils.dataset_config", "utils.archive_extract", "utils.run_lock",
-                             "utils.memory_limits", "utils.path_names", "utils.yaml_files", "utils.cli_flags")),
+                             "utils.memory_limits", "utils.path_names", "utils.yaml_files", "utils.cli_flags",
+                             "utils.child_processes", "utils.evolve_csv")),
 )
 
 
