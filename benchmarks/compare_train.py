@@ -1,7 +1,7 @@
 """End-to-end wall time of train.py (and val.py) against the official ultralytics/yolov5, side by side.
 
-    python benchmarks/compare_train.py --ref /work/ref/yolov5 --ref-python /work/ref/venv/bin/python --runs 3 \
-        --json runs/benchmarks/compare_train.json
+    python benchmarks/compare_train.py --ref ../yolov5-official --ref-python ../yolov5-official/.venv/bin/python \
+        --runs 3 --json runs/benchmarks/compare_train.json
 
 For each configuration (default: yolov5n at 320 px from yolov5n.pt, yolov5s at 640 px from scratch; batch 16,
 --workers 2, --noval, 2 epochs, on coco128) the official train.py and this project's train.py run alternately
@@ -14,10 +14,11 @@ way. --json writes every run's figures.
 Each codebase trains on its own writable copy of coco128 (made in a temporary folder from ../shared/data/coco128 or
 --data), so neither reads the other's label cache and nothing is written under ../shared.
 
-The official checkout and its environment (not part of this project; the script skips cleanly without them):
-    git clone https://github.com/ultralytics/yolov5 /work/ref/yolov5        # commit 5081342f was measured
-    python3 -m venv /work/ref/venv
-    /work/ref/venv/bin/pip install -r /work/ref/yolov5/requirements.txt
+A checkout of ultralytics/yolov5 and its own virtual environment (not part of this project; the script skips
+cleanly without them), e.g. beside this project:
+    git clone https://github.com/ultralytics/yolov5 ../yolov5-official      # commit 5081342f was measured
+    python3 -m venv ../yolov5-official/.venv
+    ../yolov5-official/.venv/bin/pip install -r ../yolov5-official/requirements.txt
 (both sides get the weights as a local path, ../shared/weights/yolov5n.pt, so nothing is downloaded).
 Options for this project's runs: --project-args '--amp' (extra train.py flags), --project-env OMP_NUM_THREADS=1;
 for the official runs: --ref-env OMP_WAIT_POLICY=PASSIVE (this project's own default on CPU machines), and
@@ -55,10 +56,10 @@ if str(ROOT) not in sys.path:
 from benchmarks.results_io import write_result  # noqa: E402
 SHARED = ROOT.parent / "shared"
 OWN_PYTHON = ROOT / ".venv-torch" / "bin" / "python"
-HOW_TO = """    git clone https://github.com/ultralytics/yolov5 /work/ref/yolov5
-    python3 -m venv /work/ref/venv
-    /work/ref/venv/bin/pip install -r /work/ref/yolov5/requirements.txt
-then: python benchmarks/compare_train.py --ref /work/ref/yolov5 --ref-python /work/ref/venv/bin/python"""
+HOW_TO = """    git clone https://github.com/ultralytics/yolov5 ../yolov5-official
+    python3 -m venv ../yolov5-official/.venv
+    ../yolov5-official/.venv/bin/pip install -r ../yolov5-official/requirements.txt
+then: python benchmarks/compare_train.py --ref ../yolov5-official --ref-python ../yolov5-official/.venv/bin/python"""
 CONFIGS = {  # name: (model yaml, image size, pretrained weights or '' for from scratch)
     "n320": ("yolov5n.yaml", 320, "yolov5n.pt"),
     "s640": ("yolov5s.yaml", 640, ""),

@@ -1,5 +1,6 @@
-"""The GPU kit: one command that tests, times and profiles the trainer on a lent CUDA GPU, side by side with the
-official ultralytics/yolov5 code, in one device call (issue 21). scripts/stage_gpu_kit.sh gathers what it needs.
+"""The GPU kit: one command that tests, times and profiles the trainer on a CUDA GPU, side by side with the
+official ultralytics/yolov5 code, on a remote GPU machine without network access. scripts/stage_gpu_kit.sh gathers
+what it needs beforehand.
 
     python benchmarks/gpu_kit.py --out DIR --ref .gpu_kit/official --data .gpu_kit/shared/data/coco128 \\
         --weights .gpu_kit/shared/weights/yolov5n.pt [--quick] [--device 0|cpu] [--dry-run]
@@ -231,7 +232,7 @@ class Kit:
     def env(self, official=False, extra=None):
         if official:
             env = {k: v for k, v in os.environ.items() if k not in DROP_FOR_OFFICIAL and not k.startswith("YOLO_")}
-            # wheels staged for the device sit on PYTHONPATH (/tmp/site); this project's folder must not
+            # the staged wheels sit on PYTHONPATH (/tmp/site); this project's folder must not
             paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != ROOT]
             env["PYTHONPATH"] = os.pathsep.join(paths)
             env.update(PYTHONUNBUFFERED="1", MPLBACKEND="Agg", YOLO_OFFLINE="1")  # ultralytics' own offline switch

@@ -1,7 +1,8 @@
 """Kernel launches and host-sync points of one training step, this project against the official ultralytics code.
 
     python benchmarks/launches.py                                   # this project only (flags on and off)
-    python benchmarks/launches.py --ref /work/ref/yolov5 --ref-python /work/ref/venv/bin/python --json l.json
+    python benchmarks/launches.py --ref ../yolov5-official --ref-python ../yolov5-official/.venv/bin/python \
+        --json l.json
 
 yolov5s, batch 16, 320 px, one full training step (forward, loss, backward, clip + optimizer step, EMA) after two
 warm-up steps, fp32. Every non-view aten op dispatched is counted per stage (on a GPU each is a kernel launch or
@@ -144,9 +145,11 @@ def count_project(flags, cfg, bs, img):
 # ----------------------------------------------------------------------------------------------------------------
 # the official code
 REF_HELP = ("--ref: an official ultralytics/yolov5 checkout with its own environment, e.g.\n"
-            "  git clone https://github.com/ultralytics/yolov5 /work/ref/yolov5\n"
-            "  python -m venv /work/ref/venv && /work/ref/venv/bin/pip install -r /work/ref/yolov5/requirements.txt\n"
-            "then: python benchmarks/launches.py --ref /work/ref/yolov5 --ref-python /work/ref/venv/bin/python")
+            "  git clone https://github.com/ultralytics/yolov5 ../yolov5-official\n"
+            "  python -m venv ../yolov5-official/.venv\n"
+            "  ../yolov5-official/.venv/bin/pip install -r ../yolov5-official/requirements.txt\n"
+            "then: python benchmarks/launches.py --ref ../yolov5-official "
+            "--ref-python ../yolov5-official/.venv/bin/python")
 
 
 def count_official(ref, ref_python, cfg, bs, img, cuda_defaults):

@@ -1,7 +1,8 @@
 """Counts one training step of the official ultralytics/yolov5 code (run by benchmarks/launches.py, with the
 official checkout's own Python, so that its `models`/`utils` packages never meet this project's).
 
-    /work/ref/venv/bin/python benchmarks/official_step.py --ref /work/ref/yolov5 --json out.json [--cuda-defaults]
+    ../yolov5-official/.venv/bin/python benchmarks/official_step.py --ref ../yolov5-official --json out.json \
+        [--cuda-defaults]
 
 The step is the one of the official train.py with AMP off (the CPU case, and the only one comparable op for op):
 model(imgs), ComputeLoss, backward, GradScaler.unscale_ + clip_grad_norm_(10) + optimizer step + update +

@@ -2,7 +2,7 @@
 
     python benchmarks/train_phases.py -- .venv-torch/bin/python train.py --data coco128.yaml --cfg yolov5s.yaml \
         --weights '' --img 640 --epochs 2 --batch-size 16 --workers 2 --noval --device cpu
-    python benchmarks/train_phases.py --cwd /work/ref/yolov5 -- /work/ref/venv/bin/python train.py ...
+    python benchmarks/train_phases.py --cwd ../yolov5-official -- ../yolov5-official/.venv/bin/python train.py ...
 
 The command's output (stdout and stderr together; progress bars redraw with carriage returns) is read as it comes
 and every line or redraw is stamped with the time since the start. Both trainers print the same markers, so the

@@ -1,7 +1,7 @@
-"""benchmarks/gpu_kit.py, the one command a session lent a GPU runs: its pure parts (ratio, the training table, the
+"""benchmarks/gpu_kit.py, the one command a remote GPU machine runs: its pure parts (ratio, the training table, the
 repeated dataset, the pytest summary, the JSON's sections), the clock it puts on a trainer (benchmarks/
-train_clock.py), and (slow) the CPU dry run of the issue's acceptance command, so that the kit cannot rot between
-lent sessions."""
+train_clock.py), and (slow) the CPU dry run of the kit's command, so that the kit cannot rot between runs on a
+GPU."""
 import json
 import os
 import subprocess
