@@ -135,16 +135,21 @@ class PlotJobs:
         self.warm_matplotlib = warm_matplotlib
         self._helpers = []
 
-    def submit(self, what, fn, *args, **kwargs):
-        if not self.processes:
-            return inline(what, fn, *args, **kwargs)
-        if not self._helpers:
+    def start(self):
+        """Fork the helpers now if they are due and not started yet. A caller about to grow its heap (a validation
+        before its first batch) starts them while it is small: every page it writes after the fork stays a private
+        copy in each helper (forked after the first batch at 640, the two held 1.5 GB between them)."""
+        if self.processes and not self._helpers:
             try:
                 self._helpers = [_Helper(self.warm_matplotlib) for _ in range(HELPERS)]
             except OSError as e:  # no memory or process slots for helpers: draw here from now on
                 LOGGER.debug(f"plots drawn inline ({e})")
                 self.processes = False
-                return inline(what, fn, *args, **kwargs)
+
+    def submit(self, what, fn, *args, **kwargs):
+        self.start()
+        if not self.processes:
+            return inline(what, fn, *args, **kwargs)
         self._report(h.collect(block=False) for h in self._helpers)
         helper = min(self._helpers, key=_Helper.queued_work)
         if not helper.process.is_alive():

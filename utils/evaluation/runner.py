@@ -14,6 +14,7 @@ from tqdm import tqdm
 from utils import signals
 from utils.backend import inference_mode, is_cuda, select_device, to_numpy, torch
 from utils.dataset_config import check_dataset
+from utils.evaluation.batch_memory import ForwardBudget, forward_in_chunks
 from utils.evaluation.coco_json import CocoPredictions
 from utils.evaluation.evaluator import IOU_THRESHOLDS, TABLE_HEADER, DetectionEvaluator
 from utils.inference.profile import Profile, ms_per_image
@@ -74,6 +75,8 @@ def run_validation(model, dataloader, evaluator, compute_loss=None, half=False, 
     n_loss_items: how many loss items compute_loss returns (len(Task.loss_names); detection: box, obj, cls)."""
     jobs = plot_jobs if plot_jobs is not None else PlotJobs(processes=None if evaluator.plots else False)
     draw, evaluator.draw = evaluator.draw, jobs.submit
+    if evaluator.plots:  # forked while the heap is small: each helper keeps a copy of what the batches write later
+        jobs.start()
     try:
         return _validation_pass(model, dataloader, evaluator, compute_loss, half, augment, conf_thres, iou_thres,
                                 max_det, save_hybrid, speed_shape, postprocess, n_loss_items)
@@ -87,6 +90,7 @@ def _validation_pass(model, dataloader, evaluator, compute_loss, half, augment, 
     device = model_device(model)
     profiles = Profile(device), Profile(device), Profile(device)
     loss = torch.zeros(n_loss_items, device=device)
+    budget = ForwardBudget(model)
     for batch_i, (im, targets, paths, shapes) in enumerate(_progress(dataloader)):
         signals.check()  # a safe point: Ctrl-C / SIGTERM stop here, never inside the framework
         with profiles[0]:
@@ -94,10 +98,13 @@ def _validation_pass(model, dataloader, evaluator, compute_loss, half, augment, 
             targets = targets.to(device)
             nb, _, height, width = im.shape
         with profiles[1]:
-            if compute_loss:
-                preds, train_out = model(im)  # eval mode: (decoded, raw maps); the loss needs the raw maps
-            else:
+            chunk = budget.chunk_size(im)  # the whole batch unless the memory headroom is small
+            if compute_loss:  # eval mode: (decoded, raw maps); the loss needs the raw maps
+                preds, train_out = model(im) if chunk >= nb else forward_in_chunks(model, im, chunk)
+            elif chunk >= nb:
                 preds, train_out = (model(im, augment=True) if augment else model(im)), None
+            else:  # NMS reads the decoded output only: the raw maps go chunk by chunk
+                preds, train_out = forward_in_chunks(model, im, chunk, augment=augment, keep=1), None
         if compute_loss:
             loss += compute_loss(train_out, targets)[1]  # box, obj, cls
         lb = _hybrid_labels(targets, nb, width, height) if save_hybrid else []
@@ -106,6 +113,7 @@ def _validation_pass(model, dataloader, evaluator, compute_loss, half, augment, 
                                 agnostic=evaluator.single_cls, max_det=max_det)
         evaluator.update(preds, targets, shapes, (height, width), paths)
         evaluator.plot_batch(batch_i, im, targets, preds, paths, max_det=max_det)
+        del im, preds, train_out  # the batch's tensors go before the next batch is loaded and run
 
     metrics = evaluator.compute()
     t = ms_per_image(profiles, metrics.seen)
