@@ -4,7 +4,7 @@ loader with.
 
 Run it with the official code's environment (it imports ultralytics' utils.dataloaders, and nothing of this project
 but tests/helpers/exif_images.py):
-    cd /work/ref/yolov5 && ../venv/bin/python /path/to/project/tests/data/make_exif_official.py
+    cd ../yolov5-official && .venv/bin/python /path/to/project/tests/data/make_exif_official.py
 Stored per case and image: the labels the item carries, a 16x16 thumbnail of its image (INTER_AREA; enough to see a
 rotation, mirror or squeeze, small enough to keep in git), the letterbox shapes and, for --rect, the file order and
 batch shapes.

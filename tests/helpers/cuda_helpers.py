@@ -1,9 +1,9 @@
 """Helpers for the CUDA test tier (tests marked `cuda`, selected with `pytest -m cuda`).
 
-The tier runs on a lent GPU through benchmarks/gpu_kit.py. Its logic is also checked on the CPU: with
+The tier runs on a GPU machine through benchmarks/gpu_kit.py. Its logic is also checked on the CPU: with
 GPU_KIT_TEST_DEVICE=cpu (set by the kit's --device cpu dry run; read by the tests alone) the tests whose checks make
-sense on the CPU run there with the device swapped, so that a broken test is found before a GPU session spends its
-minutes on it. Without a GPU and without that variable every test of the tier skips, naming the reason.
+sense on the CPU run there with the device swapped, so that a broken test is found before time on a GPU machine is spent
+on it. Without a GPU and without that variable every test of the tier skips, naming the reason.
 """
 import contextlib
 import io

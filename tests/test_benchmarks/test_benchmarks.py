@@ -1,7 +1,7 @@
 """The speed benchmark runs end to end on this backend at a toy size and writes every section it prints.
 
 Timings themselves are not asserted (they belong to benchmarks, not tests); what is checked is that each section
-measured something finite for each variant it names, so a GPU session can rely on the one command."""
+measured something finite for each variant it names, so a run on a GPU machine can rely on the one command."""
 import json
 import math
 import os

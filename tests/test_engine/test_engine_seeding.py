@@ -69,7 +69,7 @@ def test_build_seeds_the_official_value(monkeypatch):
 # Official figures, recorded from ultralytics/yolov5 at commit 5081342f in its own venv (CPython 3.11.7, torch 2.13.0
 # and torchvision 0.28.0 from PyPI, its requirements.txt; check_font patched not to download), on a writable copy of
 # ../shared/data/coco128 at ../datasets/coco128 beside the checkout, on this 2-core Intel Xeon machine, three runs of
-#   python train.py --data coco128.yaml --weights /work/shared/weights/yolov5n.pt --img 128 --batch 16 --epochs 1
+#   python train.py --data coco128.yaml --weights ../shared/weights/yolov5n.pt --img 128 --batch 16 --epochs 1
 # AutoAnchor printed the anchors below in all three. mAP50 of the final validation (best.pt): 0.119, 0.118, 0.125
 # (median 0.119); of the epoch's own validation: 0.112, 0.118, 0.115. Official CPU runs are not repeatable here (two
 # threads), this project's are: 0.111 under PyTorch (twice) and under OneFlow.

@@ -9,7 +9,7 @@ from utils.backend import IS_ONEFLOW, to_numpy, torch
 from utils.model_stats import model_summary
 
 # REFERENCE.md: (layers, parameters, GFLOPs) as built and fused. Layers = len(list(model.modules())). One figure
-# differs from REFERENCE.md: fused yolov5x prints 205.4 GFLOPs in the official code at /work/ref (ultralytics-thop
+# differs from REFERENCE.md: fused yolov5x prints 205.4 GFLOPs in the official code (ultralytics-thop
 # 2.2.3, which counts no conv biases: 205.448 exactly); REFERENCE.md's 205.5 came from a thop that counted the
 # Detect biases (+0.004).
 
@@ -122,7 +122,7 @@ def test_missing_config_is_named(tmp_path):
 # ----------------------------------------------------------------------------------------------------------------
 # models/hub: the official extra configurations
 # (layers, parameters, GFLOPs) as built and fused, and the first 16 hex digits of sha256 over the state dict's
-# "key (shape)" lines, from the official code (/work/ref/yolov5 at 5081342f, /work/ref/venv, ultralytics-thop 2.2.3):
+# "key (shape)" lines, from the official code (ultralytics/yolov5 at 5081342f in its own venv, ultralytics-thop 2.2.3):
 # Model(cfg) for each models/hub/*.yaml; layers = len(list(model.modules())), parameters = sum of numel, GFLOPs =
 # ultralytics.utils.torch_utils.get_flops(model, 640) rounded as `models/yolo.py --cfg` prints it, then the same
 # after model.eval().fuse(). Equal hashes mean official state dicts load key for key.

@@ -1,7 +1,7 @@
 """Segmentation and classification networks: the official summaries, state-dict keys and shapes, head outputs.
 
 The key fingerprints are sha256 of json.dumps([[name, shape], ...]) of the official models' state dicts, recorded
-with the official code (commit 5081342f, /work/ref venv): SegmentationModel('models/segment/yolov5{v}-seg.yaml')
+with the official code (commit 5081342f, its own venv): SegmentationModel('models/segment/yolov5{v}-seg.yaml')
 and ClassificationModel(model=<yolov5n.pt model>, nc=10, cutoff=10)."""
 import hashlib
 import json

@@ -1,6 +1,6 @@
 """segment/predict.py and classify/predict.py on the official checkpoints.
 
-The official label files were recorded with the official scripts (/work/ref/yolov5 at 5081342f, its venv, torch
+The official label files were recorded with the official scripts (ultralytics/yolov5 at 5081342f, its venv, torch
 2.13 CPU): `segment/predict.py --weights yolov5n-seg-coco128.pt --source coco128-seg/.../000000000009.jpg --img 320
 --conf 0.05 --save-txt [--retina-masks]` and `classify/predict.py --weights yolov5n-cls-coco128cls.pt --source
 <coco128-cls/val/person/000000000036_01.jpg and 000000000110_06.jpg> --img 128 --save-txt`; sha256 of each file

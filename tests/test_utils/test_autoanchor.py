@@ -1,7 +1,7 @@
 """AutoAnchor equals the official one: same k-means start, same genetic evolution, same random streams, so with the
 same labels and seeds the anchors are the official anchors.
 
-Reference figures: computed once with the official code (ultralytics/yolov5 5081342f, /work/ref/venv: torch 2.13,
+Reference figures: computed once with the official code (ultralytics/yolov5 5081342f in its own venv: torch 2.13,
 numpy 2.4.6, scipy 1.17.1) by a script that builds the dataset object below (`_coco128`, `_synthetic`), seeds
 `random.seed(s); np.random.seed(s)` and calls the official `utils.autoanchor.kmean_anchors(ds, n, img_size, thr=4.0,
 gen=1000, verbose=False)`, or, for CHECK_*, builds the official `Model` from models/yolov5n.yaml with `anchors: 3`
