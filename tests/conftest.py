@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("YOLO_QUIET", "1")
+# Hypothesis keeps caches (constants, unicode tables) in ./.hypothesis by default: in the temporary folder instead, so
+# that the property tests write nothing into the project (read when first needed, so setting it here is in time).
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
+                      os.path.join(tempfile.gettempdir(), f"hypothesis-{os.getuid()}"))
 # Without an NVIDIA GPU, Triton kernels (utils/backend/torch_ciou_triton.py) run in Triton's interpreter so that their
 # maths is still tested; it must be set before triton is first imported.
 if not (Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi")):

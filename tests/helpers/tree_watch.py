@@ -22,9 +22,9 @@ import stat
 import tempfile
 from pathlib import Path
 
-# Never watched: version control, environments, byte-code caches and test-tool caches (written by the interpreter and
-# the tools, not by the project's code).
-EXCLUDED_NAMES = frozenset({".git", "__pycache__", ".pytest_cache", ".hypothesis"})
+# Never watched: version control, environments, byte-code caches and pytest's cache (written by the interpreter and
+# the tools, not by the project's code; pytest.ini turns the cache off, a user's -p cacheprovider turns it on).
+EXCLUDED_NAMES = frozenset({".git", "__pycache__", ".pytest_cache"})
 EXCLUDED_PREFIXES = (".venv",)
 REGISTRY = Path(tempfile.gettempdir()) / f"yolo-tree-watch-{os.getuid()}"
 
