@@ -116,6 +116,9 @@ def measure(cmd, cwd, env=None, interval=0.1):
                          "children_pss_mb": sorted((round(p / MB) for q, (_, p) in at_peak.items() if q != proc.pid),
                                                    reverse=True)},
         "max_processes": sampler.max_processes,
+        # official NMS stops at 0.5 + 0.05 * batch s and leaves the rest of the batch empty: on a loaded machine the
+        # figures then vary from run to run, whatever the memory does
+        "nms_time_limit_cuts": out.count("NMS time limit"),
         "output_tail": out[-1500:],
     }
 
@@ -130,14 +133,24 @@ def data_yaml(folder, data_root):
     return f
 
 
-def val_command(python, script, opt, data, project):
-    return [python, str(script), "--weights", str(opt.weights), "--data", str(data), "--img", str(opt.img),
+def with_headroom(python, folder, mb):
+    """A command prefix that runs a script with utils.memory_limits reading MemAvailable = mb and no cgroup."""
+    meminfo = Path(folder) / "meminfo"
+    meminfo.write_text(f"MemAvailable: {mb * 1024} kB\n")
+    code = ("import runpy, sys; sys.path.insert(0, '.'); import utils.memory_limits as m; "
+            f"m.MEMINFO = {str(meminfo)!r}; m.CGROUP_ROOT = m.PROC_SELF_CGROUP = {str(folder)!r}; "
+            "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+    return [python, "-c", code]
+
+
+def val_command(python, script, opt, data, project, prefix=None):
+    return (prefix or [python]) + [str(script), "--weights", str(opt.weights), "--data", str(data), "--img", str(opt.img),
             "--batch-size", str(opt.batch_size), "--device", "cpu", "--workers", str(opt.workers),
             "--project", str(project), "--name", "exp"]
 
 
-def train_command(python, opt, data, project):
-    return [python, str(ROOT / "train.py"), "--weights", str(opt.weights), "--data", str(data), "--img",
+def train_command(python, opt, data, project, prefix=None):
+    return (prefix or [python]) + [str(ROOT / "train.py"), "--weights", str(opt.weights), "--data", str(data), "--img",
             str(opt.img), "--batch-size", str(opt.batch_size), "--epochs", "1", "--device", "cpu", "--workers",
             str(opt.workers), "--project", str(project), "--name", "exp"]
 
@@ -154,6 +167,9 @@ def parse_opt(argv=None):
     p.add_argument("--ref-python", default=sys.executable, help="the Python that runs --ref's val.py")
     p.add_argument("--tag", default="", help="suffix of the JSON file name (before/after figures side by side)")
     p.add_argument("--interval", type=float, default=0.1)
+    p.add_argument("--headroom-mb", type=int, default=None,
+                   help="simulate a container: the run reads this fixed figure as its available memory (its "
+                        "utils.memory_limits is pointed at a made-up meminfo and no cgroup), so chunking shows")
     return p.parse_args(argv)
 
 
@@ -162,8 +178,10 @@ def main(opt):
                "workers": opt.workers, "python": sys.executable, "cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory() as tmp:
         data = data_yaml(tmp, opt.data_root)
-        cmd = (train_command(sys.executable, opt, data, Path(tmp) / "runs") if opt.train else
-               val_command(sys.executable, ROOT / "val.py", opt, data, Path(tmp) / "runs"))
+        prefix = None if opt.headroom_mb is None else with_headroom(sys.executable, tmp, opt.headroom_mb)
+        results["simulated_headroom_mb"] = opt.headroom_mb
+        cmd = (train_command(sys.executable, opt, data, Path(tmp) / "runs", prefix) if opt.train else
+               val_command(sys.executable, ROOT / "val.py", opt, data, Path(tmp) / "runs", prefix))
         results["project"] = measure(cmd, ROOT, interval=opt.interval)
         if opt.ref:
             ref = Path(opt.ref).resolve()

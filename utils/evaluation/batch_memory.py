@@ -13,6 +13,9 @@ from utils.memory_limits import memory_available
 
 PROBE_SIDE = 64  # a multiple of every YOLOv5 stride (P6 models: 64)
 HEADROOM_SHARE = 0.5  # the forward may use this share of the headroom; the rest is for NMS, loader workers, plots
+# No YOLOv5 model's leaf outputs reach this many bytes per input pixel (yolov5n 274, yolov5x about 5x that): with
+# headroom for this much, no probe is needed to know that the whole batch fits
+MAX_BYTES_PER_PIXEL = 4096
 
 
 def forward_chunk_size(batch, per_image_bytes, available_bytes, share=HEADROOM_SHARE):
@@ -33,21 +36,27 @@ def _tensors(out):
 
 def activation_bytes_per_pixel(model, dtype=None, device=None, side=PROBE_SIDE):
     """Bytes that the leaf modules of model output for one side x side image, per pixel (0 when model has no
-    modules to hook, as an exported model's wrapper)."""
+    modules to probe, as an exported model's wrapper). Each leaf's forward is wrapped for the probe and restored
+    after (forward hooks cannot be removed the same way under every backend)."""
     total = [0]
 
-    def count(module, inputs, output):
-        total[0] += sum(t.numel() * t.element_size() for t in _tensors(output))
+    def counting(forward):
+        def wrapped(*args, **kwargs):
+            out = forward(*args, **kwargs)
+            total[0] += sum(t.numel() * t.element_size() for t in _tensors(out))
+            return out
+        return wrapped
 
     modules = list(model.modules()) if hasattr(model, "modules") else []
-    leaves = [m for m in modules if not any(True for _ in m.children())]
-    handles = [m.register_forward_hook(count) for m in leaves]
+    leaves = [m for m in modules if m is not model and not any(True for _ in m.children())]
+    for m in leaves:
+        m.forward = counting(m.forward)  # an instance attribute: deleting it restores the class's forward
     try:
-        if handles:
+        if leaves:
             model(torch.zeros((1, 3, side, side), dtype=dtype, device=device))
     finally:
-        for h in handles:
-            h.remove()
+        for m in leaves:
+            del m.forward
     return total[0] / (side * side)
 
 
@@ -65,7 +74,7 @@ class ForwardBudget:
         if nb <= 1:
             return nb
         limit = (self.available or memory_available)()
-        if limit is None:
+        if limit is None or nb * height * width * MAX_BYTES_PER_PIXEL <= HEADROOM_SHARE * limit.available:
             return nb
         if self.bytes_per_pixel is None:
             self.bytes_per_pixel = activation_bytes_per_pixel(self.model, im.dtype, im.device)
