@@ -2,7 +2,7 @@
 
 Usage - single process (CPU or one GPU):
     $ python train.py --data data/shapes.yaml --cfg yolov5n.yaml --weights '' --img 256 --epochs 30 --allow-download-scripts
-    $ python train.py --data coco128.yaml --weights ../shared/weights/yolov5n.pt --img 320 --epochs 3
+    $ python train.py --data coco128.yaml --weights yolov5n.pt --img 320 --epochs 3
     $ python train.py --resume                      # continue the most recent run from its last.pt
 Usage - DDP (one process per GPU; --batch-size is the total):
     $ python -m torch.distributed.run --nproc_per_node 2 train.py --data coco128.yaml --batch-size 64 --device 0,1

@@ -3,7 +3,7 @@ the flags and defaults of ultralytics/yolov5's classify/train.py.
 
 Usage - single process (CPU or one GPU):
     $ python classify/train.py --model yolov5s-cls.pt --data ../datasets/imagenette160 --epochs 5 --img 224
-    $ python classify/train.py --model ../shared/weights/yolov5n.pt --data ../datasets/coco128-cls --img 128
+    $ python classify/train.py --model yolov5n.pt --data ../datasets/coco128-cls --img 128
     $ python classify/train.py --model yolov5n.yaml --data ../datasets/shapes-cls --img 64   # from scratch
     $ python classify/train.py --resume                  # continue the most recent run from its last.pt
 Usage - DDP (one process per GPU; --batch-size is the total):
