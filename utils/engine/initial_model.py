@@ -34,8 +34,8 @@ def pretrained_model(weights, cfg, nc, anchors=None, model_class=Model, check_re
     """A model from cfg (or the checkpoint's yaml) with every matching pretrained tensor transferred."""
     if not Path(weights).is_file():
         raise TrainingError(f"--weights {weights} not found (this project downloads nothing): give a path to a "
-                            "yolov5*.pt file, e.g. ../shared/weights/yolov5n.pt, or --weights '' to train from "
-                            "scratch.")
+                            "yolov5*.pt file (the official ones are on the ultralytics/yolov5 releases page), or "
+                            "--weights '' to train from scratch.")
     ck = load_any(weights)
     rec = pick_model_record(ck, weights)
     check_record(rec, weights)
