@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds .venv-oneflow (Python 3.10, oneflow==0.9.0) and .venv-torch (Python 3.11+, torch==2.13.0 CPU build) from
-# requirements.txt; on request (`setup.sh tf`) .venv-tf, the export converters' environment, from requirements-tf.txt.
-# Idempotent: an environment whose stamp matches its requirements is reused as it is.
+# requirements.txt; on request (`setup.sh tf`) .venv-tf, the export converters' environment, from requirements-tf.txt;
+# `setup.sh browser` (part of all) Debian's chromium package, for the docs site's browser test.
+# Idempotent: an environment whose stamp matches its requirements is reused as it is; an installed browser is kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# arguments: environments to build, side by side: all (= oneflow torch) | oneflow | torch | tf (tf is never part of
-# all); none given: all
+# arguments: environments to build, side by side: all (= oneflow torch browser) | oneflow | torch | tf | browser (tf
+# is never part of all); none given: all
 
 find_python() {  # $1 = major.minor wanted; prints the path of a working interpreter
     local v=$1 cand
@@ -63,14 +64,42 @@ build_tf() {
     make_env tf "$py" "torch==2.13.0"
 }
 
+# Headless Chromium for tests/test_docs/test_docs_browser.py (which skips without it, and fails in CI). Only root
+# (or password-less sudo) can install a Debian package: anyone else gets one line saying what to run, and the set-up
+# goes on, since nothing but that test needs it.
+build_browser() {
+    local b
+    for b in chromium chromium-browser google-chrome; do
+        if command -v "$b" >/dev/null 2>&1; then echo "setup: $b is installed"; return 0; fi
+    done
+    local sudo=""
+    if [ "$(id -u)" != 0 ]; then
+        if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; else
+            echo "setup: no Chromium for the docs browser test (it skips): 'sudo apt-get install chromium' installs it"
+            return 0
+        fi
+    fi
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "setup: no Chromium for the docs browser test (it skips), and no apt-get to install it: install Chromium"
+        return 0
+    fi
+    local install="$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium"
+    echo "setup: installing chromium (Debian package) for the docs browser test"
+    # A fresh machine's package lists are empty, and old ones name files the mirror no longer has: read them first
+    # when chromium is not among them, and again when the install fails
+    if ! apt-cache show chromium >/dev/null 2>&1; then $sudo apt-get update -qq; fi
+    $install >/dev/null || { $sudo apt-get update -qq && $install >/dev/null; }
+    command -v chromium >/dev/null
+}
+
 # Several environments are built side by side: pip spends much of its time waiting on downloads and unpacking on one
 # core, so three builds take about as long as two in a row (2:21 for all three on a 2-core machine, 1:37-1:49 each).
 envs=()
 for w in "${@:-all}"; do
     case "$w" in
-        all) envs+=(oneflow torch) ;;
-        oneflow|torch|tf) envs+=("$w") ;;
-        *) echo "setup: unknown environment '$w' (all, oneflow, torch, tf)" >&2; exit 2 ;;
+        all) envs+=(oneflow torch browser) ;;
+        oneflow|torch|tf|browser) envs+=("$w") ;;
+        *) echo "setup: unknown environment '$w' (all, oneflow, torch, tf, browser)" >&2; exit 2 ;;
     esac
 done
 if [ ${#envs[@]} -eq 1 ]; then
@@ -85,7 +114,7 @@ for e in "${envs[@]}"; do
 done
 status=0
 for i in "${!envs[@]}"; do
-    wait "${pids[$i]}" || { status=1; echo "setup: building .venv-${envs[$i]} failed:" >&2; }
+    wait "${pids[$i]}" || { status=1; echo "setup: setting up ${envs[$i]} failed:" >&2; }
     cat "$logs/${envs[$i]}.log"
 done
 rm -rf "$logs"

@@ -10,7 +10,8 @@ Marking a block: an HTML comment on the lines just above its fence (blank lines 
     <!-- docs-test: file PATH -->               not run: its text is written to PATH (relative to the project
                                                 folder) before the page's next block runs ("save this as PATH")
     <!-- docs-test: epochs N -->               this block's `--epochs` become N instead of 1 (a resume example
-                                                needs a run still going after its first epoch)
+                                                needs a run still going after its first epoch: 3)
+    <!-- docs-test: plots -->                  this block's training commands keep their plots (no --noplots)
     Any other `docs-test:` comment is an error, so a typo cannot silently skip or run a block.
 
 Where it runs: one sandbox per page, its blocks in page order, each in a fresh shell started in the project folder
@@ -32,6 +33,9 @@ Tiny sizes, and only these (each rewrite is printed with the block's line):
     --img/--imgsz/--img-size N [M]  -> 64 (both values of a height-width pair)
     --batch-size/--batch N          -> min(N, 8) (-1, AutoBatch, stays)
     --train N / --val N             -> min(N, SHAPES_TRAIN) / min(N, SHAPES_VAL) (make_shapes.py's scene counts)
+    train.py, segment/train.py      -> with --noplots (unless the block is marked `plots`): at these sizes the
+                                       plots are 70% of a run's CPU time (4 s without, 14 s with); the plots have
+                                       tests of their own (tests/test_utils/test_plots.py)
 and the environment of every block (ENV below): the Makefile's EPOCHS, IMG, SEG_IMG, SEG_EPOCHS and CLS_EPOCHS
 (make train-demo's sizes; the Makefile's `?=` takes them from the environment), YOLO_QUIET=1, MPLBACKEND=Agg.
 """
@@ -41,6 +45,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +85,7 @@ class Block:
     skip: tuple = ()   # (reason, text) when marked `skip`
     file: str = ""     # where a `file` block is written
     epochs: int = TINY_EPOCHS
+    plots: bool = False  # marked `docs-test: plots`: its training commands keep their plots
 
     @property
     def runner(self):
@@ -93,7 +99,7 @@ class Block:
 @dataclass
 class PageResult:
     page: str
-    ran: list = field(default_factory=list)        # (Block, seconds)
+    ran: list = field(default_factory=list)        # (Block, wall seconds, CPU seconds of its processes)
     skipped: list = field(default_factory=list)    # Block
     files: list = field(default_factory=list)      # Block
     rewrites: list = field(default_factory=list)   # (Block, [(before, after)])
@@ -105,11 +111,13 @@ class PageResult:
         for b in self.skipped:
             reasons[b.skip[0]] = reasons.get(b.skip[0], 0) + 1
         skipped = ", ".join(f"{r}: {n}" for r, n in sorted(reasons.items()))
-        text = [f"{self.page}: {len(self.ran)} blocks ran in {self.seconds:.1f} s, {len(self.skipped)} skipped"
+        cpu = sum(c for _, _, c in self.ran)
+        text = [f"{self.page}: {len(self.ran)} blocks ran in {self.seconds:.1f} s ({cpu:.1f} s CPU), "
+                f"{len(self.skipped)} skipped"
                 + (f" ({skipped})" if skipped else "") + (f", {len(self.files)} written as files" if self.files else "")]
         text += [f"  skipped {b.where}: {b.skip[0]} ({SKIP_REASONS[b.skip[0]]}){': ' + b.skip[1] if b.skip[1] else ''}"
                  for b in self.skipped]
-        text += [f"  ran {b.where} ({b.language}) in {s:.1f} s" for b, s in self.ran]
+        text += [f"  ran {b.where} ({b.language}) in {s:.1f} s ({c:.1f} s CPU)" for b, s, c in self.ran]
         for b, changes in self.rewrites:
             text.append(f"  rewrote {b.where}: " + ", ".join(f"{a!r} -> {c!r}" for a, c in changes))
         return "\n".join(text)
@@ -141,7 +149,9 @@ def _parse_directive(body, where):
         if not rest.isdigit() or int(rest) < 1:
             raise DocsTestError(f"{where}: 'docs-test: epochs {rest}': give a whole number of epochs >= 1")
         return "epochs", int(rest)
-    raise DocsTestError(f"{where}: unknown 'docs-test: {body}' (skip REASON, file PATH or epochs N)")
+    if word == "plots" and not rest:
+        return "plots", True
+    raise DocsTestError(f"{where}: unknown 'docs-test: {body}' (skip REASON, file PATH, epochs N or plots)")
 
 
 def parse_blocks(text, page):
@@ -174,6 +184,7 @@ def parse_blocks(text, page):
                 block.file = pending["file"]
             if "epochs" in pending:
                 block.epochs = pending["epochs"]
+            block.plots = pending.get("plots", False)
             if block.file and block.skip:
                 raise DocsTestError(f"{where}: a block is either written as a file or skipped, not both")
             blocks.append(block)
@@ -200,7 +211,7 @@ def _rewrite(pattern, replace, code, changes):
         if new != m[0]:
             changes.append((m[0], new))
         return new
-    return re.sub(pattern, sub, code)
+    return re.sub(pattern, sub, code, flags=re.M)
 
 
 def tiny(block):
@@ -218,6 +229,9 @@ def tiny(block):
                     changes)
     code = _rewrite(r"(--val)([ =])(\d+)" + end, lambda m: f"{m[1]}{m[2]}{min(int(m[3]), SHAPES_VAL)}", code,
                     changes)
+    if not block.plots:  # a training command's plots are most of a one-epoch run's CPU time
+        code = _rewrite(r"(?<![\w/.-])((?:\S*/)?(?:segment/)?train\.py)(?=[ \t]|$)(?!.*--noplots)",
+                        lambda m: m[0] if "classify/" in m[1] else f"{m[1]} --noplots", code, changes)
     return code, changes
 
 
@@ -291,23 +305,31 @@ def block_env(python):
 def _run(argv, cwd, env, timeout):
     """Run argv in its own process group; whatever it leaves running in the background is stopped once it ends (the
     output goes to a file, not a pipe, so a background process holding it open cannot hold the block).
-    Returns (exit status, output)."""
-    import tempfile
+    Returns (exit status, output, CPU seconds of the process and the children it waited for)."""
     with tempfile.TemporaryFile() as log:
         p = subprocess.Popen(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                              start_new_session=True)
+        deadline, cpu = time.monotonic() + timeout, 0.0
         try:
-            status = p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            status = f"timed out after {timeout} s"
+            while True:  # wait4: this child's own CPU time, whatever runs beside it in other threads
+                pid, wait_status, usage = os.wait4(p.pid, os.WNOHANG)
+                if pid:
+                    p.returncode = status = os.waitstatus_to_exitcode(wait_status)
+                    cpu = usage.ru_utime + usage.ru_stime
+                    break
+                if time.monotonic() > deadline:
+                    status = f"timed out after {timeout} s"
+                    break
+                time.sleep(0.05)
         finally:
             try:
                 os.killpg(p.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            p.wait()
+            if p.returncode is None:
+                p.wait()
         log.seek(0)
-        return status, log.read().decode(errors="replace")
+        return status, log.read().decode(errors="replace"), cpu
 
 
 def run_page(page_blocks, page, project, python, timeout=BLOCK_TIMEOUT, tail=40):
@@ -333,10 +355,10 @@ def run_page(page_blocks, page, project, python, timeout=BLOCK_TIMEOUT, tail=40)
             result.rewrites.append((block, changes))
         t0 = time.monotonic()
         if block.runner == "bash":
-            status, out = _run(["bash", "-euo", "pipefail", "-c", code], project, env, timeout)
+            status, out, cpu = _run(["bash", "-euo", "pipefail", "-c", code], project, env, timeout)
         else:
-            status, out = _run([python, "-c", code], project, env, timeout)
-        result.ran.append((block, time.monotonic() - t0))
+            status, out, cpu = _run([python, "-c", code], project, env, timeout)
+        result.ran.append((block, time.monotonic() - t0, cpu))
         if status != 0:
             last = "\n".join(out.rstrip().splitlines()[-tail:])
             result.failure = (f"{block.where}: the {block.language} block failed (exit status {status}):\n"

@@ -51,13 +51,14 @@ def _pages_with_most_pictures(site, n):
 
 
 def test_the_checks_see_a_broken_page(chromium_binary, tmp_path):
-    """The checks can fail: a missing picture, a console error and an uncaught exception are each reported, and a
-    picture that loads is not."""
+    """The checks can fail: a missing picture, a console error, an uncaught exception and a stylesheet from the
+    network (web fonts: the machine may have no network) are each reported, and a picture that loads is not."""
     site = tmp_path / "site"
     site.mkdir()
     cv2.imwrite(str(site / "ok.png"), np.full((8, 8, 3), 200, np.uint8))
     (site / "broken.html").write_text(
-        "<html><body><img src='ok.png'><img src='missing.png'>"
+        "<html><head><link rel='stylesheet' href='https://fonts.googleapis.com/css?family=Roboto'></head>"
+        "<body><img src='ok.png'><img src='missing.png'>"
         "<script>console.error('a console error'); setTimeout(() => { throw new Error('uncaught'); }, 0);</script>"
         "</body></html>")
     with docs_site.serve(site) as base, docs_site.chromium(chromium_binary, tmp_path / "profile") as page:
@@ -66,6 +67,7 @@ def test_the_checks_see_a_broken_page(chromium_binary, tmp_path):
     assert any("a console error" in e for e in errors), errors
     assert any("uncaught" in e for e in errors), errors
     assert any("missing.png" in e for e in errors), errors  # the failed load, as the network log says it
+    assert any("fonts.googleapis.com" in e for e in errors), errors
 
 
 def test_site_in_chromium(built_site, chromium_binary, tmp_path, capsys):

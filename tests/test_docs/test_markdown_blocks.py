@@ -4,7 +4,7 @@ test prints them). Blocks marked `<!-- docs-test: skip REASON -->` are counted w
 under 15% of the blocks.
 
 The page runs train.py, val.py, ... as processes (slow tier); the PyTorch suite runs them: the pages document the
-same commands for both backends, and OneFlow's CPU kernels would take several times the 4 minutes they take here."""
+same commands for both backends, and OneFlow's CPU kernels would take several times the 4 minutes they take here. DOCS_TEST_JOBS (default 2) pages run side by side, each in its own sandbox."""
 import os
 import sys
 
@@ -41,16 +41,16 @@ def test_directives_and_fences_are_parsed():
         "- a list item:", "",
         "    ```python", "    print('indented')", "    ```",
         "<!-- docs-test: file data/my.yaml -->", "```yaml", "nc: 1", "```",
-        "<!-- docs-test: epochs 3 -->", "~~~sh", "python train.py --epochs 30", "~~~",
+        "<!-- docs-test: epochs 3 -->", "<!-- docs-test: plots -->", "~~~sh", "python train.py --epochs 30", "~~~",
         "```text", "not run", "```", "````bash", "```", "````"])
     blocks = mb.parse_blocks(page, "p.md")
     assert [(b.line, b.language, b.runner) for b in blocks] == [
-        (5, "bash", "bash"), (10, "python", "python"), (14, "yaml", None), (18, "sh", "bash"), (21, "text", None),
-        (24, "bash", "bash")]
+        (5, "bash", "bash"), (10, "python", "python"), (14, "yaml", None), (19, "sh", "bash"), (22, "text", None),
+        (25, "bash", "bash")]
     assert blocks[0].skip == ("gpu", "needs CUDA")
     assert blocks[1].code == "print('indented')\n"
     assert blocks[2].file == "data/my.yaml" and blocks[2].code == "nc: 1\n"
-    assert blocks[3].epochs == 3 and mb.tiny(blocks[3])[0] == "python train.py --epochs 3\n"
+    assert blocks[3].epochs == 3 and blocks[3].plots and mb.tiny(blocks[3])[0] == "python train.py --epochs 3\n"
     assert blocks[5].code == "```\n"  # a longer fence holds a shorter one
 
 
@@ -62,6 +62,7 @@ def test_directives_and_fences_are_parsed():
     ("```bash\nls\n", "never closed"),
     ("<!-- docs-test: file /etc/passwd -->\n```yaml\na: 1\n```", "relative to the project folder"),
     ("<!-- docs-test: epochs 0 -->\n```bash\nls\n```", "whole number of epochs"),
+    ("<!-- docs-test: plots yes -->\n```bash\nls\n```", "unknown 'docs-test: plots yes'"),
     ("Text <!-- docs-test: skip gpu --> more\n```bash\nls\n```", "must stand alone on its line"),
 ])
 def test_a_malformed_directive_fails_the_page(bad, says):
@@ -73,13 +74,16 @@ def test_tiny_sizes_are_the_documented_rewrites_only():
     code = ("python train.py --data d.yaml --img 640 --imgsz=320 --img-size 640 480 --batch-size 64 --batch 4 "
             "--epochs 300 --workers 8 --batch-size -1\n"
             "python data/scripts/make_shapes.py --train 100 --val 20 && python val.py --noval --img-size=1280\n"
+            "python segment/train.py\npython classify/train.py --img 64\npython train.py --noplots\n"
             "echo --epochsX 3 --image-weights")
     new, changes = mb.tiny(mb.Block("p.md", 1, "bash", code))
-    assert new == ("python train.py --data d.yaml --img 64 --imgsz=64 --img-size 64 64 --batch-size 8 --batch 4 "
-                   "--epochs 1 --workers 8 --batch-size -1\n"
+    assert new == ("python train.py --noplots --data d.yaml --img 64 --imgsz=64 --img-size 64 64 --batch-size 8 "
+                   "--batch 4 --epochs 1 --workers 8 --batch-size -1\n"
                    "python data/scripts/make_shapes.py --train 16 --val 8 && python val.py --noval --img-size=64\n"
+                   "python segment/train.py --noplots\npython classify/train.py --img 64\npython train.py --noplots\n"
                    "echo --epochsX 3 --image-weights")
-    assert ("--epochs 300", "--epochs 1") in changes and len(changes) == 8
+    assert ("--epochs 300", "--epochs 1") in changes and ("train.py", "train.py --noplots") in changes
+    assert len(changes) == 10
     assert mb.tiny(mb.Block("p.md", 1, "python", "run(epochs=300) # --epochs 300"))[1] == []  # Python: as written
 
 
@@ -120,19 +124,38 @@ def test_every_page_parses_and_few_blocks_are_skipped(capsys):
         f"sizes instead (tests/helpers/markdown_blocks.py)")
 
 
+JOBS = int(mb.os.environ.get("DOCS_TEST_JOBS", "2"))  # pages run side by side: most of a block is one process
+
+
 @pytest.fixture(scope="session")
-def shapes_sets(tmp_path_factory):
-    return mb.make_shapes_sets(ROOT, sys.executable, tmp_path_factory.mktemp("shapes"))
+def page_runs(request, tmp_path_factory, shared_dir):
+    """The selected pages' runs, started together on JOBS threads (each page in its own sandbox); maps a page to
+    the future of its PageResult."""
+    from concurrent.futures import ThreadPoolExecutor
+    selected = [item.callspec.params["page"] for item in request.session.items
+                if getattr(item, "originalname", "") == "test_page_blocks_run"]
+    shapes = mb.make_shapes_sets(ROOT, sys.executable, tmp_path_factory.mktemp("shapes"))
+    pool = ThreadPoolExecutor(max_workers=max(1, JOBS), thread_name_prefix="docs-page")
+    runs = {}
+    for page in selected:
+        base = tmp_path_factory.mktemp("page-" + page.replace("/", "-").removesuffix(".md"))
+        runs[page] = pool.submit(_run_page, page, base, shared_dir, shapes)
+    yield runs
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _run_page(page, base, shared, shapes):
+    project = mb.make_sandbox(ROOT, base, shared, shapes)
+    return mb.run_page(_blocks(page), page, project, sys.executable)
 
 
 @pytest.mark.slow
 @needs_torch
 @pytest.mark.parametrize("page", PAGES)
-def test_page_blocks_run(page, shapes_sets, shared_dir, tmp_path, capsys):
+def test_page_blocks_run(page, page_runs, capsys):
     blocks = _blocks(page)
-    if not any(b.runner and not b.skip for b in blocks) and not any(b.skip for b in blocks):
+    if not any(b.runner or b.skip for b in blocks):
         pytest.skip(f"{page} has no bash or python block")
-    project = mb.make_sandbox(ROOT, tmp_path, shared_dir, shapes_sets)
-    result = mb.run_page(blocks, page, project, sys.executable)
+    result = page_runs[page].result()
     _say(capsys, result.summary())
     assert not result.failure, result.failure
