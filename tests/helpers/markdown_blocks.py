@@ -20,10 +20,11 @@ Where it runs: one sandbox per page, its blocks in page order, each in a fresh s
                             does not ignore), .venv-* linked to the built environments, and yolov5n.pt,
                             yolov5n-seg.pt, yolov5n-cls.pt linked to the shared test weights (the -seg and -cls
                             ones are coco128 fine-tunes standing in for the official files of those names)
-    <tmp>/datasets/         coco128, coco128-seg, coco128-cls from the shared test data, and shapes, shapes-seg,
-                            shapes-cls as `make train-demo` leaves them but small (SHAPES_TRAIN + SHAPES_VAL
-                            scenes): folders of links to the files, so caches a run writes beside its labels land
-                            in the sandbox and never in the shared data
+    <tmp>/datasets/         coco128 and coco128-seg from the shared test data but only their first COCO128_IMAGES
+                            images (an epoch there is the cost of most blocks), coco128-cls whole, and shapes,
+                            shapes-seg, shapes-cls as `make train-demo` leaves them but small (SHAPES_TRAIN +
+                            SHAPES_VAL scenes): folders of links to the files, so caches a run writes beside its
+                            labels land in the sandbox and never in the shared data
     <tmp>/shared            the shared test data (read only)
 bash blocks run with `bash -euo pipefail`, python blocks with the backend's Python (`python -c`, so the project
 folder is on sys.path as it is in an interactive session there).
@@ -60,6 +61,7 @@ SKIP_REASONS = {
     "suite": "runs the test suite, which is what runs this block",
 }
 SHAPES_TRAIN, SHAPES_VAL = 16, 8
+COCO128_IMAGES = 32  # of coco128's and coco128-seg's 128 (their train and val set are the same images)
 TINY_IMG, TINY_BATCH, TINY_EPOCHS = 64, 8, 1
 ENV = {"YOLO_QUIET": "1", "MPLBACKEND": "Agg", "EPOCHS": str(TINY_EPOCHS), "IMG": str(TINY_IMG),
        "SEG_IMG": str(TINY_IMG), "SEG_EPOCHS": str(TINY_EPOCHS), "CLS_EPOCHS": str(TINY_EPOCHS)}
@@ -244,14 +246,21 @@ def project_files(root):
     return sorted({p for p in out.split("\0") if p and (Path(root) / p).is_file()})
 
 
-def _mirror(src, dst):
-    """dst: real folders holding links to src's files, so that what a run writes there (label caches, .npy) stays in
-    dst."""
+def _mirror(src, dst, keep=None):
+    """dst: real folders holding links to src's files (those whose stem is in keep, when given), so that what a run
+    writes there (label caches, .npy) stays in dst."""
     for dirpath, _, files in os.walk(src):
         rel = Path(dirpath).relative_to(src)
         (dst / rel).mkdir(parents=True, exist_ok=True)
         for f in files:
-            os.symlink(Path(dirpath) / f, dst / rel / f)
+            if keep is None or Path(f).stem in keep or not rel.parts or rel.parts[0] not in ("images", "labels"):
+                os.symlink(Path(dirpath) / f, dst / rel / f)
+
+
+def _first_images(dataset, n):
+    """The stems of a YOLO dataset's first n images (by name), over all its image folders."""
+    images = sorted(p for p in (Path(dataset) / "images").rglob("*") if p.is_file())
+    return {p.stem for p in images[:n]}
 
 
 def make_shapes_sets(root, python, out):
@@ -279,9 +288,12 @@ def make_sandbox(root, base, shared, shapes):
     datasets.mkdir()
     if shared is not None and Path(shared).is_dir():
         os.symlink(Path(shared).resolve(), base / "shared")
-        for name in ("coco128", "coco128-seg", "coco128-cls"):
+        for name in ("coco128", "coco128-seg"):
             if (shared / "data" / name).is_dir():
-                _mirror(shared / "data" / name, datasets / name)
+                _mirror(shared / "data" / name, datasets / name,
+                        keep=_first_images(shared / "data" / name, COCO128_IMAGES))
+        if (shared / "data" / "coco128-cls").is_dir():
+            _mirror(shared / "data" / "coco128-cls", datasets / "coco128-cls")
         for name, source in SHARED_WEIGHTS.items():
             if (shared / "weights" / source).is_file() and not (project / name).exists():
                 os.symlink(shared / "weights" / source, project / name)
@@ -332,6 +344,21 @@ def _run(argv, cwd, env, timeout):
         return status, log.read().decode(errors="replace"), cpu
 
 
+_PROGRESS = re.compile(r"\d+%\|")
+
+
+def readable_lines(output):
+    """The output's lines, of each run of one progress bar's states (tqdm) only the last."""
+    lines = [part for line in output.rstrip().splitlines() for part in line.split("\r") if part.strip()]
+
+    def bar(line):  # which bar a line draws (the first word before its percentage: an epoch, "Class"), or None
+        m = _PROGRESS.search(line)
+        return (line[:m.start()].split() or [""])[0] if m else None
+
+    return [line for i, line in enumerate(lines)
+            if bar(line) is None or i + 1 == len(lines) or bar(lines[i + 1]) != bar(line)]
+
+
 def run_page(page_blocks, page, project, python, timeout=BLOCK_TIMEOUT, tail=40):
     """Run a page's blocks in order in the sandbox; stops at the first failing block (the later ones build on it).
     Returns a PageResult whose failure names the page, the line and the last lines of the output."""
@@ -360,7 +387,7 @@ def run_page(page_blocks, page, project, python, timeout=BLOCK_TIMEOUT, tail=40)
             status, out, cpu = _run([python, "-c", code], project, env, timeout)
         result.ran.append((block, time.monotonic() - t0, cpu))
         if status != 0:
-            last = "\n".join(out.rstrip().splitlines()[-tail:])
+            last = "\n".join(readable_lines(out)[-tail:])
             result.failure = (f"{block.where}: the {block.language} block failed (exit status {status}):\n"
                               + "\n".join("    " + c for c in code.rstrip().splitlines())
                               + f"\n  its last output lines:\n{last}")

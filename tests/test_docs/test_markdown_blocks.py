@@ -96,6 +96,11 @@ def test_a_failing_block_names_its_page_line_and_output(tmp_path):
     assert "first\nto-stderr" in result.failure and "never" not in result.failure.split("output lines:")[1]
 
 
+def test_progress_bars_are_shortened_to_their_last_state():
+    out = "start\n 10%|#  | 1/10\r 50%|##  | 5/10\n100%|###| 10/10\nval  0%| | 0/1\nval 100%|#| 1/1\ndone\n"
+    assert mb.readable_lines(out) == ["start", "100%|###| 10/10", "val 100%|#| 1/1", "done"]
+
+
 def test_a_background_process_left_by_a_block_is_stopped(tmp_path):
     blocks = mb.parse_blocks("```bash\n(sleep 30; touch late.txt) &\necho $! > pid\n```\n", "p.md")
     t0 = mb.time.monotonic()
@@ -158,4 +163,5 @@ def test_page_blocks_run(page, page_runs, capsys):
         pytest.skip(f"{page} has no bash or python block")
     result = page_runs[page].result()
     _say(capsys, result.summary())
-    assert not result.failure, result.failure
+    if result.failure:
+        pytest.fail(result.failure, pytrace=False)
