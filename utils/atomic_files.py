@@ -194,6 +194,18 @@ def _rename_files_into(src_dir, folder):
             _discard(aside)
 
 
+def log_file_opened(path):
+    """The one kind of output written around this module: an append-only log that its own library creates and
+    writes (TensorBoard's event file, events.out.tfevents.<time>.<host>.<pid>.<n>: a new file under a name no
+    other file has, never over one). It is announced here when opened, so that it passes the same fault-injection
+    point as every other write; a failure is an OutputWriteError naming it (the TensorBoard logger then turns off
+    with one warning, utils/loggers/guard.py)."""
+    try:
+        _before_write(path)
+    except OSError as e:
+        raise write_failed(path, e) from e
+
+
 def _discard(p):
     """Remove a temporary file or folder of ours (never called on a user's name)."""
     try:

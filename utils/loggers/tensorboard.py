@@ -20,6 +20,7 @@ import cv2
 import numpy as np
 
 from utils import backend
+from utils.atomic_files import log_file_opened
 from utils.log import LOGGER, colorstr
 
 PREFIX = colorstr("TensorBoard: ")
@@ -52,6 +53,8 @@ class EventWriter:
         self._event, self._summary = event_pb2.Event, summary_pb2.Summary
         # flush_secs: written by the package's own thread; flush() each epoch keeps a killed run's scalars
         self._writer = EventFileWriter(str(logdir), max_queue_size=100, flush_secs=30)
+        # the package made its file: announce it to the write module (the one output written around it)
+        log_file_opened(getattr(self._writer, "_file_name", Path(logdir) / "events.out.tfevents"))
 
     def _add(self, step, **fields):
         self._writer.add_event(self._event(wall_time=time.time(), step=int(step), **fields))
