@@ -241,8 +241,13 @@ def tiny(block):
 def project_files(root):
     """The project's files as a clone would hold them: tracked ones (as they are in the work tree) and new ones git
     does not ignore."""
-    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
-                         capture_output=True, check=True).stdout.decode()
+    try:
+        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
+                             capture_output=True, check=True).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout (an unpacked archive): all but what is built
+        built = re.compile(r"^(\.venv[^/]*|\.git|runs|site|\.gpu_kit|__pycache__)$|\.(pyc|cache)$")
+        out = "\0".join(p.relative_to(root).as_posix() for p in Path(root).rglob("*")
+                        if not any(built.search(part) for part in p.relative_to(root).parts))
     return sorted({p for p in out.split("\0") if p and (Path(root) / p).is_file()})
 
 
