@@ -1,5 +1,5 @@
-"""Runs the shell and Python blocks of the project's Markdown pages (README.md and docs/**/*.md), so that a command
-in the documentation that stops working fails a test (tests/test_docs/test_markdown_blocks.py).
+"""Runs the shell and Python blocks of the project's Markdown pages (README.md, ARCHITECTURE.md, docs/**/*.md), so
+that a command in the documentation that stops working fails a test (tests/test_docs/test_markdown_blocks.py).
 
 What runs
     Fenced blocks (``` or ~~~, indented ones inside lists and admonitions too) whose language is bash, sh, shell,
@@ -116,7 +116,8 @@ class PageResult:
         cpu = sum(c for _, _, c in self.ran)
         text = [f"{self.page}: {len(self.ran)} blocks ran in {self.seconds:.1f} s ({cpu:.1f} s CPU), "
                 f"{len(self.skipped)} skipped"
-                + (f" ({skipped})" if skipped else "") + (f", {len(self.files)} written as files" if self.files else "")]
+                + (f" ({skipped})" if skipped else "")
+                + (f", {len(self.files)} written as files" if self.files else "")]
         text += [f"  skipped {b.where}: {b.skip[0]} ({SKIP_REASONS[b.skip[0]]}){': ' + b.skip[1] if b.skip[1] else ''}"
                  for b in self.skipped]
         text += [f"  ran {b.where} ({b.language}) in {s:.1f} s ({c:.1f} s CPU)" for b, s, c in self.ran]
@@ -127,9 +128,10 @@ class PageResult:
 
 # ------------------------------------------------------------------------------------------------- finding blocks
 def pages(root):
-    """README.md and every Markdown page under docs/, in a stable order."""
+    """README.md, ARCHITECTURE.md (the site's architecture page includes it) and every Markdown page under docs/, in
+    a stable order."""
     root = Path(root)
-    found = [root / "README.md"] if (root / "README.md").is_file() else []
+    found = [root / name for name in ("README.md", "ARCHITECTURE.md") if (root / name).is_file()]
     found += sorted((root / "docs").rglob("*.md")) if (root / "docs").is_dir() else []
     return found
 

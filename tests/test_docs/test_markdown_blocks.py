@@ -3,8 +3,9 @@ copy of the project at tiny sizes (tests/helpers/markdown_blocks.py says how, an
 test prints them). Blocks marked `<!-- docs-test: skip REASON -->` are counted with their reason, and must stay
 under 15% of the blocks.
 
-The page runs train.py, val.py, ... as processes (slow tier); the PyTorch suite runs them: the pages document the
-same commands for both backends, and OneFlow's CPU kernels would take several times the 4 minutes they take here. DOCS_TEST_JOBS (default 2) pages run side by side, each in its own sandbox."""
+The pages run train.py, val.py, ... as processes (slow tier), in the PyTorch suite only: the pages document the
+same commands for both backends, and OneFlow's CPU kernels would take several times the 4 minutes they take here.
+DOCS_TEST_JOBS (default 2) pages run side by side, each in its own sandbox."""
 import os
 import sys
 
@@ -129,7 +130,7 @@ def test_every_page_parses_and_few_blocks_are_skipped(capsys):
         f"sizes instead (tests/helpers/markdown_blocks.py)")
 
 
-JOBS = int(mb.os.environ.get("DOCS_TEST_JOBS", "2"))  # pages run side by side: most of a block is one process
+JOBS = int(os.environ.get("DOCS_TEST_JOBS", "2"))  # pages run side by side: most of a block is one process
 
 
 @pytest.fixture(scope="session")
