@@ -97,6 +97,15 @@ def test_a_failing_block_names_its_page_line_and_output(tmp_path):
     assert "first\nto-stderr" in result.failure and "never" not in result.failure.split("output lines:")[1]
 
 
+def test_a_file_block_is_written_for_the_blocks_after_it(tmp_path):
+    (tmp_path / "project").mkdir()
+    page = ("<!-- docs-test: file ../datasets/my.yaml -->\n```yaml\nnames: [a]\n```\n"
+            "```bash\ngrep -q 'names: \\[a\\]' ../datasets/my.yaml\n```\n")
+    result = mb.run_page(mb.parse_blocks(page, "p.md"), "p.md", tmp_path / "project", sys.executable)
+    assert not result.failure and len(result.files) == 1 and len(result.ran) == 1
+    assert (tmp_path / "datasets" / "my.yaml").read_text() == "names: [a]\n"
+
+
 def test_progress_bars_are_shortened_to_their_last_state():
     out = "start\n 10%|#  | 1/10\r 50%|##  | 5/10\n100%|###| 10/10\nval  0%| | 0/1\nval 100%|#| 1/1\ndone\n"
     assert mb.readable_lines(out) == ["start", "100%|###| 10/10", "val 100%|#| 1/1", "done"]
