@@ -1,5 +1,6 @@
 """Shared fixtures. The suite runs once per backend (YOLO_BACKEND=torch in .venv-torch, YOLO_BACKEND=oneflow in
 .venv-oneflow); cross-backend tests run a snippet under the other one through `other_python`."""
+import logging
 import os
 import shutil
 import subprocess
@@ -87,6 +88,27 @@ def pytest_runtest_teardown(item, nextitem):
 def tree_watch(request):
     """The running test's watcher: tree_watch.allow("path/or/glob") declares an output found only at run time."""
     return request.node.stash[_WATCH]
+
+
+class _LogLines(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def log_lines():
+    """The messages the project's logger ('yolov5') gives during the test, INFO and up, as a list of strings."""
+    from utils.log import LOGGER
+    h, level = _LogLines(), LOGGER.level
+    LOGGER.addHandler(h)
+    LOGGER.setLevel(min(level, logging.INFO) if level else logging.INFO)
+    yield h.lines
+    LOGGER.removeHandler(h)
+    LOGGER.setLevel(level)
 
 
 @pytest.fixture(scope="session")

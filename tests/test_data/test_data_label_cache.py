@@ -1,6 +1,5 @@
 """The label cache (labels/<split>.cache): never runs code from the file, sees every label edit, and cleans up
 after an interrupted write."""
-import logging
 import os
 import shutil
 import subprocess
@@ -10,26 +9,9 @@ import numpy as np
 import pytest
 
 from utils.dataloaders import LoadImagesAndLabels, create_dataloader
-from utils.general import LOGGER, ROOT
+from utils.general import ROOT
 
 NAMES = ["000000000009", "000000000025", "000000000030"]
-
-
-class Capture(logging.Handler):
-    def __init__(self):
-        super().__init__()
-        self.lines = []
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
-
-
-@pytest.fixture
-def log_lines():
-    h = Capture()
-    LOGGER.addHandler(h)
-    yield h.lines
-    LOGGER.removeHandler(h)
 
 
 @pytest.fixture

@@ -1,5 +1,4 @@
 """Label checks and the label cache: every bad input gives its message and the rest of the data loads."""
-import logging
 import os
 import shutil
 import stat
@@ -9,24 +8,6 @@ import numpy as np
 import pytest
 
 from utils.dataloaders import LoadImagesAndLabels, create_dataloader
-from utils.general import LOGGER
-
-
-class Capture(logging.Handler):
-    def __init__(self):
-        super().__init__()
-        self.lines = []
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
-
-
-@pytest.fixture
-def log_lines():
-    h = Capture()
-    LOGGER.addHandler(h)
-    yield h.lines
-    LOGGER.removeHandler(h)
 
 
 def _img(path, h=64, w=80, value=None, gray=False):

@@ -19,24 +19,6 @@ from utils import backend
 from utils.data.labels import verify_image_label
 
 
-class Capture(logging.Handler):
-    def __init__(self):
-        super().__init__()
-        self.lines = []
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
-
-
-@pytest.fixture
-def log_lines():
-    h = Capture()
-    log = logging.getLogger("yolov5")
-    log.addHandler(h)
-    yield h.lines
-    log.removeHandler(h)
-
-
 def _pair(tmp_path, rows, name="a", w=200, h=100):
     im, lb = tmp_path / f"{name}.jpg", tmp_path / f"{name}.txt"
     cv2.imwrite(str(im), np.full((h, w, 3), 100, np.uint8))

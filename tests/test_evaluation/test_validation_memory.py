@@ -162,3 +162,33 @@ def test_plot_helpers_start_before_the_first_batch(monkeypatch, tmp_path):
              [((64, 64), ((1.0, 1.0), (0.0, 0.0)))] * 2)
     run_validation(Probe(), [batch], ev)
     assert started
+
+
+def test_segmentation_validation_chunks_with_the_same_figures(shared_dir, tmp_path, monkeypatch):
+    """segment/val.py's loop runs the batch in chunks when the headroom is small (1 MB here: one image at a time),
+    with the whole batch's box and mask figures (to float rounding; mAPs exact)."""
+    import importlib
+    seg_val = importlib.import_module("segment.val")
+    seg = shared_dir / "data" / "coco128-seg"
+    images = sorted((seg / "images" / "train2017").glob("*.jpg"))[:6]
+    (tmp_path / "val.txt").write_text("".join(f"{p}\n" for p in images))
+    names = {i: str(i) for i in range(80)}
+    (tmp_path / "seg.yaml").write_text(f"train: {tmp_path / 'val.txt'}\nval: {tmp_path / 'val.txt'}\nnames: {names}\n")
+    monkeypatch.setattr("utils.segment.validation.non_max_suppression",
+                        lambda *a, **k: non_max_suppression(*a, **{**k, "time_limit": math.inf}))
+
+    def validate(headroom, name):
+        monkeypatch.setattr(batch_memory, "memory_available", lambda: headroom)
+        return seg_val.run(data=str(tmp_path / "seg.yaml"), weights=str(shared_dir / "weights" /
+                                                                         "yolov5n-seg-coco128.pt"),
+                           batch_size=6, imgsz=160, device="cpu", workers=0, plots=False, project=tmp_path, name=name)
+
+    chunks = []
+    original = ForwardBudget.chunk_size
+    monkeypatch.setattr(ForwardBudget, "chunk_size", lambda self, im: chunks.append(original(self, im)) or chunks[-1])
+    plenty = validate(None, "plenty")
+    tight = validate(MemoryLimit(1 * MB, "test"), "tight")
+    assert chunks == [6, 1]  # the whole batch, then one image at a time
+    assert plenty[0][2] > 0.05 and plenty[0][6] > 0.05  # box and mask mAP50: a real validation
+    np.testing.assert_allclose(np.asarray(plenty[0][:8]), np.asarray(tight[0][:8]), rtol=1e-6, atol=1e-9)
+    np.testing.assert_array_equal(np.asarray(plenty[0])[[2, 3, 6, 7]], np.asarray(tight[0])[[2, 3, 6, 7]])

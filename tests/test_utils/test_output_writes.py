@@ -5,7 +5,6 @@ Exports run in process on yolov5n.pt at 64 px (seconds each; PyTorch environment
 a fault injected into atomic_files._before_write: the k-th write (or the write of one named file) raises
 OSError(ENOSPC), as a full disk does."""
 import errno
-import logging
 import shutil
 from pathlib import Path
 
@@ -42,28 +41,6 @@ def fail_writes(monkeypatch, k=1, match=None, err=errno.ENOSPC):
                 raise OSError(err, "No space left on device")
     monkeypatch.setattr(af, "_before_write", before_write)
     return seen
-
-
-class LogLines(logging.Handler):
-    """The project logger's lines while a test runs (it does not propagate to caplog's root handler)."""
-
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.lines = []
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
-
-
-@pytest.fixture
-def log_lines():
-    from utils.log import LOGGER
-    h, level = LogLines(), LOGGER.level
-    LOGGER.addHandler(h)
-    LOGGER.setLevel(logging.INFO)
-    yield h.lines
-    LOGGER.removeHandler(h)
-    LOGGER.setLevel(level)
 
 
 # ---------------------------------------------------------------------------------------------------------- exports

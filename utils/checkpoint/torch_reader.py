@@ -18,7 +18,6 @@ a bound is refused with one CheckpointError naming it.
 import argparse
 import codecs
 import collections
-import importlib
 import io
 import math
 import os

@@ -13,6 +13,7 @@ from pathlib import Path
 from utils import signals
 from utils.backend import inference_mode, is_cuda, to_numpy, torch
 from utils.dataset_config import check_dataset
+from utils.evaluation.batch_memory import ForwardBudget, forward_in_chunks
 from utils.evaluation.evaluator import IOU_THRESHOLDS
 from utils.evaluation.runner import model_device, model_names
 from utils.inference.profile import Profile, ms_per_image
@@ -43,10 +44,13 @@ def run_seg_validation(model, dataloader, evaluator, nm=32, compute_loss=None, h
     official one makes the figures follow the machine load)."""
     jobs = plot_jobs if plot_jobs is not None else PlotJobs(processes=None if evaluator.plots else False)
     draw, evaluator.draw = evaluator.draw, jobs.submit
+    if evaluator.plots:  # forked while the heap is small, as detection's validation does (utils/evaluation/runner.py)
+        jobs.start()
     try:
         device = model_device(model)
         profiles = Profile(device), Profile(device), Profile(device)
         loss = torch.zeros(4, device=device)
+        budget = ForwardBudget(model)
         for batch_i, (im, targets, paths, shapes, masks) in enumerate(_progress(dataloader)):
             signals.check()  # a safe point: Ctrl-C / SIGTERM stop here, never inside the framework
             with profiles[0]:
@@ -54,7 +58,11 @@ def run_seg_validation(model, dataloader, evaluator, nm=32, compute_loss=None, h
                 targets = targets.to(device)
                 nb, _, height, width = im.shape
             with profiles[1]:
-                out = model(im, augment=augment) if augment else model(im)
+                chunk = budget.chunk_size(im)  # the whole batch unless the memory headroom is small
+                if chunk >= nb:
+                    out = model(im, augment=augment) if augment else model(im)
+                else:  # (decoded, protos) kept; the raw maps too only when the loss needs them
+                    out = forward_in_chunks(model, im, chunk, augment=augment, keep=None if compute_loss else 2)
                 preds, protos = out[0], out[1]
             if compute_loss:
                 loss += compute_loss((out[2], protos), targets, masks.to(device).float())[1]
@@ -65,6 +73,7 @@ def run_seg_validation(model, dataloader, evaluator, nm=32, compute_loss=None, h
             evaluator.update(preds, protos, targets, masks, shapes, (height, width), paths)
             evaluator.plot_batch(batch_i, im, targets, [p[:, :6] for p in preds], paths, max_det=max_det,
                                  masks=masks)
+            del im, out, preds, protos  # this batch's tensors go before the next batch is loaded
         metrics = evaluator.compute()
         t = ms_per_image(profiles, evaluator.seen)
         if speed_shape is not None:
