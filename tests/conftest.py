@@ -45,6 +45,22 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "writes(*paths): outputs the test may write inside the project folder (paths or globs relative to "
         "its root); the tree watcher fails the test for any other change there or in the shared test data")
+    config.addinivalue_line(
+        "markers", "framework_free: the code under test imports no framework (or does the same on both): it runs in "
+        "the PyTorch suite only")
+
+
+# A test module whose subject is framework-free code (archives, YAML and settings parsing, the write module, the
+# tree watcher, flag tables, results rendering) gives the same result under both backends; running it again in the
+# OneFlow suite only spends the two cores' time (the suite must stay under 20 minutes). Such a module sets
+# `pytestmark = pytest.mark.framework_free`, and the OneFlow suite skips it, saying so.
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("YOLO_BACKEND", "").strip().lower() != "oneflow":
+        return
+    skip = pytest.mark.skip(reason="framework-free code: tested once, in the PyTorch suite")
+    for item in items:
+        if item.get_closest_marker("framework_free"):
+            item.add_marker(skip)
 
 
 def _watch_for(item):

@@ -33,6 +33,8 @@ from hypothesis import strategies as st
 
 from utils.errors import UserError
 
+pytestmark = pytest.mark.framework_free  # tested once, in the PyTorch suite (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 SCALE = float(os.environ.get("PROPERTY_EXAMPLES") or 1)
 MB = 1 << 20

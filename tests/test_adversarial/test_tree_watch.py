@@ -12,6 +12,8 @@ import pytest
 from tests.helpers import tree_watch
 from tests.helpers.tree_watch import TreeWatch, declared_match, differences, snapshot
 
+pytestmark = pytest.mark.framework_free  # tested once, in the PyTorch suite (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

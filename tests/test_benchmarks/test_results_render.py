@@ -13,6 +13,8 @@ if str(ROOT) not in sys.path:
 
 from benchmarks import render_results, results_io  # noqa: E402
 
+pytestmark = pytest.mark.framework_free  # tested once, in the PyTorch suite (tests/conftest.py)
+
 HOW = f"regenerate with `{render_results.REGENERATE}` and commit the result"
 RUN_KEYS = {"schema", "date", "commit", "machine", "versions", "command", "source"}
 

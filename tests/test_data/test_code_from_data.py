@@ -24,6 +24,8 @@ from utils.dataset_config import ALLOW_SCRIPTS_ENV, DataFolderRefused, DatasetEr
     check_dataset
 from utils.paths import ROOT
 
+pytestmark = pytest.mark.framework_free  # tested once, in the PyTorch suite (tests/conftest.py)
+
 MB = 1 << 20
 
 

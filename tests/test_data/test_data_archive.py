@@ -11,6 +11,8 @@ import yaml
 from utils.archive_extract import UnsafeArchive, safe_extract_zip
 from utils.dataset_config import DatasetError, check_dataset
 
+pytestmark = pytest.mark.framework_free  # tested once, in the PyTorch suite (tests/conftest.py)
+
 
 def _zip(path, members, links=()):
     with zipfile.ZipFile(path, "w") as z:

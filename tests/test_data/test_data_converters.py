@@ -20,6 +20,8 @@ from utils.data.converters.common import autosplit, read_labels
 from utils.dataset_config import ALLOW_SCRIPTS_ENV, DownloadScriptRefused, check_dataset, find_yaml
 from utils.paths import ROOT
 
+pytestmark = pytest.mark.framework_free  # tested once, in the PyTorch suite (tests/conftest.py)
+
 
 def _image(path, w, h, fmt=None):
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,8 @@ import pytest
 
 from utils.data.files import list_image_files
 
+pytestmark = pytest.mark.framework_free  # tested once, in the PyTorch suite (tests/conftest.py)
+
 
 @pytest.fixture
 def warnings_logged(caplog):

@@ -8,6 +8,8 @@ import pytest
 
 from utils.atomic_files import is_stale_temp_file, remove_stale_temp_files, temp_path_for, write_atomically
 
+pytestmark = pytest.mark.framework_free  # tested once, in the PyTorch suite (tests/conftest.py)
+
 
 def _dead_pid():
     p = subprocess.Popen([sys.executable, "-c", "pass"])

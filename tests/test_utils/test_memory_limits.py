@@ -1,7 +1,11 @@
 """Memory this process may use (utils/memory_limits.py): the host's MemAvailable or its memory cgroup's headroom
 (v2 memory.max - memory.current, v1 memory.limit_in_bytes - memory.usage_in_bytes, reclaimable page cache given
 back), whichever is smaller, read from fake cgroup trees."""
+import pytest
+
 from utils.memory_limits import cgroup_memory_available, memory_available
+
+pytestmark = pytest.mark.framework_free  # tested once, in the PyTorch suite (tests/conftest.py)
 
 GB = 1 << 30
 

@@ -7,6 +7,8 @@ import pytest
 from utils import settings
 from utils.errors import UserError
 
+pytestmark = pytest.mark.framework_free  # tested once, in the PyTorch suite (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
