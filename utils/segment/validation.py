@@ -44,8 +44,8 @@ def run_seg_validation(model, dataloader, evaluator, nm=32, compute_loss=None, h
     official one makes the figures follow the machine load)."""
     jobs = plot_jobs if plot_jobs is not None else PlotJobs(processes=None if evaluator.plots else False)
     draw, evaluator.draw = evaluator.draw, jobs.submit
-    if evaluator.plots:  # forked while the heap is small, as detection's validation does (utils/evaluation/runner.py)
-        jobs.start()
+    if evaluator.plots and plot_jobs is None:  # our own helpers: forked while the heap is small, as detection's
+        jobs.start()  # validation does (utils/evaluation/runner.py); a caller's (the trainer's) started with the run
     try:
         device = model_device(model)
         profiles = Profile(device), Profile(device), Profile(device)
