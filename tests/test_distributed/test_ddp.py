@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 N_TRAIN = 8
 OFFICIAL = ROOT.parent / "shared" / "weights" / "yolov5n.pt"  # a single-process (ultralytics) checkpoint
 CRASH_LIMIT_S = 240  # start-up (two framework imports on a busy 2-core machine) + one epoch + detection
-RUN_TIMEOUT_SECS = 420
+RUN_LIMIT_S = 420
 pytestmark = pytest.mark.slow  # every test here runs launcher processes
 
 
@@ -79,11 +79,11 @@ def _launch(train_args, debug_dir, env_extra=None, nproc=2):
     p = subprocess.Popen(launcher + [str(ROOT / "train.py"), *map(str, train_args)], cwd=ROOT, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        out, _ = p.communicate(timeout=RUN_TIMEOUT_SECS)
+        out, _ = p.communicate(timeout=RUN_LIMIT_S)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         out, _ = p.communicate()
-        pytest.fail(f"DDP job hung (killed after {RUN_TIMEOUT_SECS} s):\n{out[-3000:]}")
+        pytest.fail(f"DDP job hung (killed after {RUN_LIMIT_S} s):\n{out[-3000:]}")
     return p.returncode, time.time() - t0, out
 
 
@@ -238,7 +238,7 @@ def test_two_nodes_on_localhost_node_death_ends_the_other_node(tmp_path):
     try:
         t0 = time.time()
         while not (dbg / "rank1.jsonl").exists():  # node 1's rank is training
-            assert time.time() - t0 < RUN_TIMEOUT_SECS and nodes[0].poll() is None, "the 2-node job did not start"
+            assert time.time() - t0 < RUN_LIMIT_S and nodes[0].poll() is None, "the 2-node job did not start"
             time.sleep(0.2)
         os.killpg(nodes[1].pid, signal.SIGKILL)  # the whole of node 1: launcher and rank
         t_kill = time.time()

@@ -162,7 +162,7 @@ def test_a_close_that_hangs_is_given_up(tmp_path, monkeypatch, caplog):
     wandb = fake_module("wandb", run=None, init=lambda **kw: run, Settings=lambda **kw: kw, Image=lambda f, caption: f)
     monkeypatch.setitem(sys.modules, "wandb", wandb)
     monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setattr(loggers_pkg, "FINISH_TIMEOUT_SECS", 0.5)
+    monkeypatch.setattr(loggers_pkg, "FINISH_LIMIT_S", 0.5)
     with caplog.at_level(logging.INFO, logger="yolov5"):
         lg = Loggers(tmp_path, run_opt(tmp_path), {}, include=("csv", "wandb"))
         t0 = time.time()

@@ -338,7 +338,7 @@ def optimizer_state_to_native(state_dict):
 # flow.nn.parallel.DistributedDataParallel returns the SAME module with gradient hooks (no .module), broadcasts rank
 # 0's parameters once and the buffers before every forward; its collectives have no timeout, so the watchdog
 # (utils/distributed/watchdog.py) is what bounds a hang.
-def dist_init(device, timeout_secs):
+def dist_init(device, limit_s):
     pass
 
 

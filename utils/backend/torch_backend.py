@@ -345,10 +345,10 @@ def optimizer_state_to_native(state_dict):
 # Distributed: torch.distributed needs an explicit process group (gloo on the CPU, NCCL on CUDA) before any
 # collective; DistributedDataParallel is a wrapper (model.module holds the weights) that broadcasts rank 0's
 # parameters and buffers at construction and the buffers (BatchNorm statistics) before every forward.
-def dist_init(device, timeout_secs):
+def dist_init(device, limit_s):
     if not dist_ready():
         torch.distributed.init_process_group(backend="nccl" if is_cuda(device) else "gloo",
-                                             timeout=datetime.timedelta(seconds=timeout_secs))
+                                             timeout=datetime.timedelta(seconds=limit_s))
 
 
 def dist_ready():

@@ -9,10 +9,10 @@ from utils import backend
 from utils.distributed import watchdog
 from utils.settings import DDP_PEER_TIMEOUT, DDP_TIMEOUT, DDP_WATCHDOG
 
-DEFAULT_TIMEOUT_SECS = DDP_TIMEOUT.default  # 3 h, as ultralytics: the other ranks wait while rank 0 validates COCO
+DEFAULT_DDP_LIMIT_S = DDP_TIMEOUT.default  # 3 h, as ultralytics: the other ranks wait while rank 0 validates COCO
 
 
-def timeout_secs():
+def ddp_limit_s():
     return DDP_TIMEOUT.get()
 
 
@@ -20,10 +20,10 @@ def start(ctx, device):
     """The process group (with the timeout) and this rank's watchdog."""
     if not ctx.distributed:
         return
-    backend.dist_init(device, int(timeout_secs()))
+    backend.dist_init(device, int(ddp_limit_s()))
     if not DDP_WATCHDOG.get():
         return
-    watchdog.start(ctx, stall_timeout_secs=timeout_secs(), peer_timeout_secs=DDP_PEER_TIMEOUT.get())
+    watchdog.start(ctx, stall_limit_s=ddp_limit_s(), peer_limit_s=DDP_PEER_TIMEOUT.get())
 
 
 def finish():

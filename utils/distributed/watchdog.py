@@ -6,9 +6,9 @@ torch.distributed.run stops the other workers on its node when one fails; OneFlo
 at all and oneflow.distributed.launch only watches its own node. The watchdog adds, for both frameworks:
   1. launcher gone: the parent process changed (the launcher was killed): exit at once;
   2. peer gone: rank 0 listens on a TCP port, every other rank keeps one connection to it; a connection that closes
-     without a goodbye, or sends nothing for `peer_timeout_secs`, means a rank (or its node) died: rank 0 exits, which
+     without a goodbye, or sends nothing for `peer_limit_s`, means a rank (or its node) died: rank 0 exits, which
      closes its connections, so every other rank exits within seconds too, on any node;
-  3. no progress: nothing called beat() for `stall_timeout_secs` (a rank stuck, not dead).
+  3. no progress: nothing called beat() for `stall_limit_s` (a rank stuck, not dead).
 A rank that finishes normally calls finish(): it says goodbye, so its peers do not take its exit for a death.
 
 This module imports no framework (the tests run it in plain Python processes: python -m utils.distributed.watchdog).
@@ -43,12 +43,12 @@ def watchdog_port():
 
 
 class Watchdog(threading.Thread):
-    def __init__(self, rank, world_size, addr="127.0.0.1", port=29501, stall_timeout_secs=10800.0,
-                 peer_timeout_secs=60.0, connect_timeout_secs=300.0, poll_s=0.5, ping_s=5.0):
+    def __init__(self, rank, world_size, addr="127.0.0.1", port=29501, stall_limit_s=10800.0,
+                 peer_limit_s=60.0, connect_limit_s=300.0, poll_s=0.5, ping_s=5.0):
         super().__init__(name="ddp-watchdog", daemon=True)  # daemon: never keeps a finished process alive
         self.rank, self.world_size, self.addr, self.port = int(rank), int(world_size), addr, int(port)
-        self.stall_timeout_secs, self.peer_timeout_secs = float(stall_timeout_secs), float(peer_timeout_secs)
-        self.connect_timeout_secs, self.poll_s, self.ping_s = float(connect_timeout_secs), float(poll_s), float(ping_s)
+        self.stall_limit_s, self.peer_limit_s = float(stall_limit_s), float(peer_limit_s)
+        self.connect_limit_s, self.poll_s, self.ping_s = float(connect_limit_s), float(poll_s), float(ping_s)
         self.ppid = os.getppid()
         self.last_beat = time.monotonic()
         self.peers = {}  # rank -> [socket, last time heard from, said goodbye]
@@ -117,15 +117,15 @@ class Watchdog(threading.Thread):
     def _check_local(self):
         if os.getppid() != self.ppid:
             self.fail(f"the launcher (pid {self.ppid}) is gone")
-        if time.monotonic() - self.last_beat > self.stall_timeout_secs:
-            self.fail(f"no training progress for {self.stall_timeout_secs:.0f} s (YOLO_DDP_TIMEOUT): a peer rank is "
+        if time.monotonic() - self.last_beat > self.stall_limit_s:
+            self.fail(f"no training progress for {self.stall_limit_s:.0f} s (YOLO_DDP_TIMEOUT): a peer rank is "
                       "probably dead or stuck")
 
     def _connect(self):
         if self.world_size <= 1:
             self.peer_checks = False
             return
-        deadline = time.monotonic() + self.connect_timeout_secs
+        deadline = time.monotonic() + self.connect_limit_s
         if self.rank == 0:
             srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -140,7 +140,7 @@ class Watchdog(threading.Thread):
                 if time.monotonic() > deadline:
                     missing = sorted(set(range(1, self.world_size)) - set(self.peers))
                     self.fail(f"ranks {missing} never reached the watchdog port {self.port} "
-                              f"within {self.connect_timeout_secs:.0f} s")
+                              f"within {self.connect_limit_s:.0f} s")
                 try:
                     conn, _ = srv.accept()
                 except socket.timeout:
@@ -166,7 +166,7 @@ class Watchdog(threading.Thread):
                 except OSError:
                     if time.monotonic() > deadline:
                         self.fail(f"rank 0's watchdog at {self.addr}:{self.port} not reachable within "
-                                  f"{self.connect_timeout_secs:.0f} s")
+                                  f"{self.connect_limit_s:.0f} s")
                     time.sleep(0.5)
             if sock.recv(len(MAGIC), socket.MSG_WAITALL) != MAGIC:
                 _close(sock)
@@ -211,9 +211,9 @@ class Watchdog(threading.Thread):
                     if BYE in data:
                         self.peers[r][2] = True
         with self._lock:
-            silent = [r for r, (_, t, bye) in self.peers.items() if not bye and now - t > self.peer_timeout_secs]
+            silent = [r for r, (_, t, bye) in self.peers.items() if not bye and now - t > self.peer_limit_s]
         if silent:
-            self.fail(f"rank {silent[0]} sent nothing for {self.peer_timeout_secs:.0f} s (its node is down or "
+            self.fail(f"rank {silent[0]} sent nothing for {self.peer_limit_s:.0f} s (its node is down or "
                       "unreachable)")
 
 
@@ -245,14 +245,14 @@ def _close(sock):
 _WATCHDOG = None
 
 
-def start(ctx, stall_timeout_secs=10800.0, peer_timeout_secs=60.0, connect_timeout_secs=300.0):
+def start(ctx, stall_limit_s=10800.0, peer_limit_s=60.0, connect_limit_s=300.0):
     """Start this rank's watchdog once (no-op in a single process); returns it or None."""
     global _WATCHDOG
     if not ctx.distributed or _WATCHDOG is not None:
         return _WATCHDOG
     _WATCHDOG = Watchdog(ctx.rank, ctx.world_size, os.environ.get("MASTER_ADDR", "127.0.0.1"), watchdog_port(),
-                         stall_timeout_secs=stall_timeout_secs, peer_timeout_secs=peer_timeout_secs,
-                         connect_timeout_secs=connect_timeout_secs)
+                         stall_limit_s=stall_limit_s, peer_limit_s=peer_limit_s,
+                         connect_limit_s=connect_limit_s)
     _WATCHDOG.start()
     return _WATCHDOG
 
@@ -270,7 +270,7 @@ def finish():
 
 
 if __name__ == "__main__":  # the watchdog tests' stand-in rank: it only runs the watchdog, beating until killed
-    start(DistContext.from_env(), stall_timeout_secs=DDP_TIMEOUT.get(), peer_timeout_secs=DDP_PEER_TIMEOUT.get())
+    start(DistContext.from_env(), stall_limit_s=DDP_TIMEOUT.get(), peer_limit_s=DDP_PEER_TIMEOUT.get())
     print(f"ready {os.getpid()}", flush=True)
     end = time.monotonic() + float(sys.argv[1]) if len(sys.argv) > 1 else float("inf")
     while time.monotonic() < end:

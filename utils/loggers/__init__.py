@@ -32,7 +32,7 @@ KEYS = ["train/box_loss", "train/obj_loss", "train/cls_loss",  # train loss
         "val/box_loss", "val/obj_loss", "val/cls_loss",  # val loss
         "x/lr0", "x/lr1", "x/lr2"]  # learning rate per parameter group (bias, weight, norm weight)
 LOGGERS = ("csv", "tb", "wandb", "clearml", "comet", "mlflow")
-FINISH_TIMEOUT_SECS = 120  # per logger, for its last uploads and close (Comet says its offline archive takes <= 120 s)
+FINISH_LIMIT_S = 120  # per logger, for its last uploads and close (Comet says its offline archive takes <= 120 s)
 RESULT_IMAGES = ("results.png", "confusion_matrix.png", "F1_curve.png", "PR_curve.png", "P_curve.png", "R_curve.png")
 # name -> (module with configured(), logger class name, what to call it in messages)
 CLOUD = {"wandb": (wandb_logger, "WandbLogger", "W&B"), "comet": (comet_logger, "CometLogger", "Comet"),
@@ -215,7 +215,7 @@ class Loggers:
         final = {k: float(v) for k, v in zip(self.keys[3:10], results)}
         self._each("log_images", groups, epoch)
         for g in self.cloud.values():  # a close that hangs (a helper process, a service) must not keep the run open
-            g.call_within(FINISH_TIMEOUT_SECS, "finish", final, model_file)
+            g.call_within(FINISH_LIMIT_S, "finish", final, model_file)
         if self.cloud:
             _restore_process_hooks(self._process_hooks)
 
