@@ -22,7 +22,7 @@ environment, which has PyTorch too (`make setup-tf` builds .venv-tf: TensorFlow 
 paddlepaddle, pnnx + ncnn, coremltools). A checkpoint trained under OneFlow is the same file, so export it there:
     YOLO_BACKEND=torch .venv-torch/bin/python export.py --weights runs/train/exp/weights/best.pt --include onnx
     YOLO_BACKEND=torch .venv-tf/bin/python export.py --weights best.pt --include saved_model tflite paddle ncnn
-Then: python detect.py --weights yolov5n.onnx, python val.py --weights yolov5n-fp16.tflite (models/multibackend.py;
+Then: python detect.py --weights yolov5n.onnx, python val.py --weights yolov5n-fp16.tflite (DetectMultiBackend;
 TensorFlow, Paddle and NCNN models run in .venv-tf).
 
 Nothing written before is lost: every file is written under a temporary name and renamed over the earlier export

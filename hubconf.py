@@ -3,7 +3,7 @@
     import torch
     model = torch.hub.load(".", "yolov5n", source="local")                               # ./yolov5n.pt
     model = torch.hub.load(".", "custom", path="runs/train/exp/weights/best.pt", source="local")
-    results = model("data/images/still_life.jpg")                                        # see models/autoshape.py
+    results = model("data/images/still_life.jpg")                                        # utils/inference/autoshape.py
     results.print()
 
 Under OneFlow (which has no torch.hub) the same functions are called directly:
@@ -82,7 +82,7 @@ def _is_export_folder(path):
 def _inference_model(weights, device, fuse):
     """The multi-format loader (it also runs .torchscript/.onnx exports), for any task's model as official."""
     from models.from_record import build_any_model  # framework choice: on the first model built
-    from models.multibackend import DetectMultiBackend  # framework choice: on the first model built
+    from utils.inference.format_loader import DetectMultiBackend  # framework choice: on the first model built
     return DetectMultiBackend(weights, device=device, fuse=fuse, build_model=build_any_model)
 
 
@@ -142,7 +142,7 @@ def _create(name, pretrained=True, channels=3, classes=80, autoshape=True, verbo
             if autoshape and model.task in _NOT_AUTOSHAPE:
                 LOGGER.warning(f"WARNING ⚠️ {_NOT_AUTOSHAPE[model.task]}")
             elif autoshape:
-                from models.autoshape import AutoShape  # framework choice: on the first model built
+                from utils.inference.autoshape import AutoShape  # framework choice: on the first model built
                 model = AutoShape(model, verbose=verbose)
         else:
             from models.yolo import DetectionModel  # framework choice: on the first model built

@@ -3,24 +3,19 @@ official ones because official state dicts are keyed by them, and the classes li
 checkpoints name them as models.common.<Class>.
 
 Official code also imports the inference wrappers from here (``from models.common import DetectMultiBackend,
-AutoShape``). They live in models/multibackend.py and models/autoshape.py, which build on the network, so this module
-hands them out by name on first access (module ``__getattr__``) instead of importing them: the network never loads
-the inference stack.
+AutoShape``). They live in utils/inference/format_loader.py and utils/inference/autoshape.py, which build on the
+network, so this module hands them out by name on first access (models/lazy_names.py) instead of importing them: the
+network never loads the inference stack.
 """
-import importlib
 import math
 
+from models.lazy_names import forward_on_access
 from utils.backend import BatchNorm2d, MultiheadAttention, torch, nn
 
 # name -> module that defines it, for the official `from models.common import <name>` of the inference wrappers
-_INFERENCE_NAMES = {"DetectMultiBackend": "models.multibackend", "AutoShape": "models.autoshape",
-                    "Detections": "models.autoshape"}
-
-
-def __getattr__(name):
-    if name in _INFERENCE_NAMES:
-        return getattr(importlib.import_module(_INFERENCE_NAMES[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = forward_on_access(__name__, {"DetectMultiBackend": "utils.inference.format_loader",
+                                           "AutoShape": "utils.inference.autoshape",
+                                           "Detections": "utils.inference.autoshape"})
 
 
 def autopad(k, p=None, d=1):

@@ -261,7 +261,7 @@ def _onnx_bytes(meta):
 
 
 def test_onnx_metadata(sandbox):
-    from models.multibackend import onnx_file_info
+    from utils.inference.format_loader import onnx_file_info
     from utils.export.onnx_meta import read_onnx_info
     good = {"stride": "32", "names": "{0: 'person', 1: 'bus'}"}
     assert read_onnx_info(_write(sandbox / "ok.onnx", _onnx_bytes(good)))[1] == (1, 3, 32, 32)

@@ -335,7 +335,7 @@ def test_stored_model_attributes_are_checked(yolov5n_pt, attr, value):
 
 
 def test_checkpoint_class_names_are_checked_where_detect_reads_them():
-    from models.multibackend import ModelLoadError, _names_dict
+    from utils.inference.format_loader import ModelLoadError, _names_dict
     assert _names_dict(["a", 7]) == {0: "a", 1: "7"} and _names_dict({"0": "a"}) == {0: "a"}
     for bad in (5, {0: ["x"]}, list(range(10 ** 5)), None):
         with pytest.raises(ModelLoadError):

@@ -56,7 +56,7 @@ print('hub ok')
 def test_two_openvino_models_leave_the_process_able_to_take_signals(openvino_export):
     """OpenVINO's CPU plugin swaps the thread's signal stack on each compile and puts back a freed one when two models
     are destroyed in the order they were made; the next SIGCHLD (handled on that stack under PyTorch's DataLoader
-    handler) was then a SIGSEGV (models/multibackend.py keeps compiled models for the process's life)."""
+    handler) was then a SIGSEGV (utils/inference/format_loader.py keeps compiled models for the process's life)."""
     code = f"""
 import gc, subprocess, sys, torch
 from models.multibackend import DetectMultiBackend
@@ -130,7 +130,7 @@ def test_opencv_refusal_names_the_node():
     """What OpenCV 4.x raises on ultralytics' own ONNX export of yolov5n.pt (its Floor nodes), turned into one line."""
     import cv2
 
-    from models.multibackend import _opencv_refusal
+    from utils.inference.format_loader import _opencv_refusal
     e = cv2.error("OpenCV(4.11.0) onnx_importer.cpp:1058: error: (-2:Unspecified error) in function 'handleNode'\n"
                   "> Node [Floor@ai.onnx]:(onnx_node!/model.11/Floor) parse error: OpenCV(4.11.0) ...")
     msg = _opencv_refusal("yolov5n.onnx", e)

@@ -1,4 +1,4 @@
-"""Running an NCNN model folder (<stem>_ncnn_model/) for models/multibackend.py on the ncnn runtime's CPU path: NCHW
+"""Running an NCNN model folder (<stem>_ncnn_model/) for DetectMultiBackend on the ncnn runtime's CPU path: NCHW
 float32 numpy in, [predictions] out. NCNN takes one image at a time (blob in0 -> out0, pnnx's names); the decode
 grids were fixed at export, so the input size is the one metadata.yaml records."""
 from pathlib import Path

@@ -1,5 +1,5 @@
 """Running a PaddlePaddle inference model (<stem>_paddle_model/: model.json or model.pdmodel, model.pdiparams) for
-models/multibackend.py on Paddle Inference's CPU predictor: NCHW float32 numpy in, [predictions] out."""
+utils/inference/format_loader.py on Paddle Inference's CPU predictor: NCHW float32 numpy in, [predictions] out."""
 from pathlib import Path
 
 from utils.export.folder_meta import read_folder_meta, stride_and_names

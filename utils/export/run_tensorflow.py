@@ -1,4 +1,4 @@
-"""Running TensorFlow exports (SavedModel, GraphDef .pb, TFLite) for models/multibackend.py: NCHW float32 numpy in,
+"""Running TensorFlow exports (SavedModel, GraphDef .pb, TFLite) for DetectMultiBackend: NCHW float32 numpy in,
 [predictions (batch, anchors, 5 + nc) with xywh in pixels] out. The graphs take NHWC images and give xywh normalised
 by the image size, as the official TensorFlow exports do (utils/export/to_tensorflow.py), so official files run too.
 TFLite runs on LiteRT (ai-edge-litert), tflite-runtime or TensorFlow, whichever is installed."""

@@ -8,8 +8,10 @@
                    each written whole
     detector.py    Detector: the small Python API (boxes from paths or arrays)
     sources.py, predict.py, outputs.py   detect.py's source readers, frame loop and output files
+    format_loader.py   DetectMultiBackend: one loader for every export format (models.common hands it out too)
+    autoshape.py       AutoShape, Detections: what torch.hub (hubconf.py) returns, images in as users hold them
 
-Used by detect.py, val.py (utils/evaluation), models/autoshape.py (torch.hub) and Detector.
+Used by detect.py, val.py (utils/evaluation), hubconf.py (torch.hub) and Detector.
 """
 from utils.inference.detector import Detector
 from utils.inference.label_txt import RunLabelFiles, check_save_format, label_lines

@@ -2,7 +2,7 @@
 class names), checked to be a model of the script's task, and the image size rounded to its stride."""
 from models.from_record import build_any_model
 from models.from_record import build_model as build_detection_model
-from models.multibackend import DetectMultiBackend
+from utils.inference.format_loader import DetectMultiBackend
 from utils.backend import select_device, torch
 from utils.export.task_outputs import check_task
 from utils.img_size import check_img_size
