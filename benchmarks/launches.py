@@ -82,7 +82,7 @@ def cuda_branches(state):
 
 
 def project_step(cfg="yolov5s.yaml", bs=16, img=320, flags=True):
-    """The step of utils/engine/train_loop.py (TrainLoop.run_step + optimizer_step) built from the same pieces; returns
+    """The step of utils/engine/loop.py (TrainLoop.run_step + optimizer_step) built from the same pieces; returns
     step(counter)."""
     import yaml
     from models.yolo import DetectionModel

@@ -212,7 +212,7 @@ def test_strip_optimizer_writes_what_official_strip_writes(written, tmp_path):
     best_fitness None; epoch -1; nothing but the official keys."""
     import shutil
     from utils.checkpoint.training import strip_optimizer
-    from utils.engine.train_loop import save_ckpt
+    from utils.engine.hooks import save_ckpt
     f = tmp_path / "best.pt"
     shutil.copy(written[0], f)
     strip_optimizer(f, save=save_ckpt, build_model=build_model)  # as the training's final step calls it
@@ -237,7 +237,7 @@ def test_strip_optimizer_also_writes_the_same_stripped_checkpoint(written, tmp_p
     """best.pt saved in the same epoch as last.pt: stripping last.pt writes both, the same contents, each logged."""
     import shutil
     from utils.checkpoint.training import strip_optimizer
-    from utils.engine.train_loop import save_ckpt
+    from utils.engine.hooks import save_ckpt
     from utils.general import LOGGER
     last, best = tmp_path / "last.pt", tmp_path / "best.pt"
     shutil.copy(written[0], last)

@@ -78,7 +78,8 @@ def test_build_a_resumed_run(data, tmp_path):
     from models.from_record import build_model
     from utils.checkpoint import load_checkpoint
     from utils.engine.build import build_training
-    from utils.engine.train_loop import CheckpointHook, HookBase, TrainLoop
+    from utils.engine.hooks import CheckpointHook
+    from utils.engine.loop import HookBase, TrainLoop
 
     class StopAfterFirstEpoch(HookBase):
         def after_epoch(self):

@@ -1,4 +1,4 @@
-"""utils/engine/train_loop.py on a tiny model, a fixed loader and a made-up loss (tests/helpers/engine_helpers.py), in
+"""utils/engine/loop.py and hooks.py on a tiny model, a fixed loader and a made-up loss (tests/helpers/engine_helpers.py), in
 milliseconds: the order of hook calls, gradient accumulation, the lr columns, early stopping, a hook that stops
 training, and a resume from the checkpoint contents that continues exactly as the uninterrupted run."""
 import copy
@@ -8,7 +8,8 @@ import pytest
 
 from tests.helpers.engine_helpers import tiny_parts, weights
 from utils.engine.resume import restore_rng, restore_training_state
-from utils.engine.train_loop import EarlyStopHook, HookBase, TrainLoop, checkpoint_contents
+from utils.engine.hooks import EarlyStopHook, checkpoint_contents
+from utils.engine.loop import HookBase, TrainLoop
 
 PHASES = ("before_train", "before_epoch", "before_step", "after_step", "after_epoch", "after_train")
 
@@ -56,8 +57,8 @@ class StepWatcher(HookBase):
 
     def after_epoch(self):
         groups = self.loop.parts.optimizer.param_groups
-        self.lrs_after_epoch.append((list(self.loop.lrs), [float(g["lr"]) for g in groups]))
-        self.final.append(self.loop.final_epoch)
+        self.lrs_after_epoch.append((list(self.loop.record.lrs), [float(g["lr"]) for g in groups]))
+        self.final.append(self.loop.record.may_be_last)
 
 
 def test_accumulation_follows_the_warmup():
@@ -97,7 +98,7 @@ class FakeValidation(HookBase):
         self.fitnesses = fitnesses
 
     def after_epoch(self):
-        self.loop.fitness = self.fitnesses[self.loop.epoch]
+        self.loop.record.fitness = self.fitnesses[self.loop.epoch]
 
 
 def test_early_stop_after_patience_epochs_without_improvement():

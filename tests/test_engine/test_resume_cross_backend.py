@@ -97,7 +97,8 @@ def test_resume_under_the_other_backend(tmp_path, other_python):
     from utils.checkpoint import load_checkpoint
     from utils.distributed import DistContext
     from utils.engine.build import build_training
-    from utils.engine.train_loop import CheckpointHook, HookBase, ResultsLogHook, TrainLoop
+    from utils.engine.hooks import CheckpointHook, ResultsLogHook
+    from utils.engine.loop import HookBase, TrainLoop
 
     class StopAfterFirstEpoch(HookBase):
         def after_epoch(self):

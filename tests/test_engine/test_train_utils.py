@@ -164,11 +164,11 @@ def test_labels_to_class_weights():
 def test_non_finite_loss_names_epoch_and_iteration():
     from tests.helpers.engine_helpers import tiny_parts
     from utils.engine.errors import NonFiniteLossError
-    from utils.engine.train_loop import TrainLoop
+    from utils.engine.loop import TrainLoop
     parts = tiny_parts(nb=10)
     parts.compute_loss = lambda p, tg: (torch.tensor([float("nan")]), torch.tensor([0.1, float("nan"), 0.2]))
     loop = TrainLoop(parts)
-    loop.epoch, loop.iter = 3, 7
+    loop.record.epoch, loop.iter = 3, 7
     with pytest.raises(NonFiniteLossError, match="epoch 3, iteration 7"):
         loop.run_step((torch.zeros(1, 3, 8, 8, dtype=torch.uint8), torch.zeros(0, 6), ["a.jpg"], None))
 

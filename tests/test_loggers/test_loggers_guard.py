@@ -12,7 +12,8 @@ import types
 import pytest
 
 from tests.helpers.engine_helpers import tiny_parts
-from utils.engine.train_loop import ResultsLogHook, TrainLoop
+from utils.engine.hooks import ResultsLogHook
+from utils.engine.loop import TrainLoop
 from utils.loggers import Loggers, read_results_csv
 
 
@@ -60,7 +61,7 @@ def train_with(loggers, epochs=3):
     parts.options = dataclasses.replace(parts.options, noplots=True)
     loop = TrainLoop(parts, [ResultsLogHook(loggers)])
     loop.train()
-    loggers.on_run_end(loggers.save_dir / "last.pt", loggers.save_dir / "best.pt", loop.epoch, loop.results)
+    loggers.on_run_end(loggers.save_dir / "last.pt", loggers.save_dir / "best.pt", loop.epoch, loop.record.results)
     return loop
 
 

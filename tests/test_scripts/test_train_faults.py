@@ -28,12 +28,12 @@ def test_faults_leave_last_pt_untouched(fault, data, tmp_path, monkeypatch):
     import errno
     import train
     from utils.backend import torch
-    import utils.engine.train_loop
+    import utils.engine.hooks
     from utils.engine.errors import NonFiniteLossError, TrainingError
-    from utils.engine.train_loop import TrainLoop
+    from utils.engine.loop import TrainLoop
     seen = {}
     orig_step = TrainLoop.run_step
-    orig_save = utils.engine.train_loop.save_checkpoint
+    orig_save = utils.engine.hooks.save_checkpoint
 
     def step(self, batch):
         if self.epoch == 1 and self.iter == 0:
@@ -51,7 +51,7 @@ def test_faults_leave_last_pt_untouched(fault, data, tmp_path, monkeypatch):
         return orig_save(obj, path, *also)
 
     monkeypatch.setattr(TrainLoop, "run_step", step)
-    monkeypatch.setattr(utils.engine.train_loop, "save_checkpoint", save)
+    monkeypatch.setattr(utils.engine.hooks, "save_checkpoint", save)
     expect = {"nan": (NonFiniteLossError, "epoch 1, iteration 0"), "ctrl-c": (KeyboardInterrupt, None),
               "disk-full": (TrainingError, "disk full")}[fault]
     with pytest.raises(expect[0], match=expect[1]):
@@ -71,7 +71,7 @@ def test_non_finite_weights_are_never_saved(epoch, data, tmp_path, monkeypatch):
     import train
     from utils import backend
     from utils.engine.errors import NonFiniteWeightsError
-    from utils.engine.train_loop import TrainLoop
+    from utils.engine.loop import TrainLoop
     seen = {}
     orig_step = TrainLoop.run_step
 
@@ -116,7 +116,7 @@ def test_non_finite_loss_at_epoch_0_says_no_checkpoint_exists(data, tmp_path, mo
     import train
     from utils import backend
     from utils.engine.errors import NonFiniteLossError
-    from utils.engine.train_loop import TrainLoop
+    from utils.engine.loop import TrainLoop
     orig_step = TrainLoop.run_step
 
     def step(self, batch):

@@ -18,7 +18,7 @@ from tests.helpers.engine_helpers import tiny_parts
 from tests.helpers.seg_data import make_tiny_seg
 from utils import backend
 from utils.backend import torch
-from utils.engine.train_loop import TrainLoop
+from utils.engine.loop import TrainLoop
 from utils.tasks.detect import DETECT
 from utils.tasks.segment import SEGMENT, seg_fitness, segment_task
 
@@ -71,7 +71,7 @@ def test_loop_hands_batch_masks_to_the_loss():
     loop = TrainLoop(parts)
     loop.train()
     assert [m.max() for m in seen] == [1, 2] and seen[0].shape == (2, 2, 2)
-    assert len(loop.results) == 12  # 8 metrics and 4 val losses before any validation
+    assert len(loop.record.results) == 12  # 8 metrics and 4 val losses before any validation
     assert backend.to_numpy(loop.extras[0]).max() == 2  # what TrainBatchPlotHook hands plot_batch
 
 

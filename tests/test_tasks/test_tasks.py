@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 
 from tests.helpers.engine_helpers import fake_loss, tiny_parts
-from utils.engine.train_loop import HookBase, TrainLoop
+from utils.engine.loop import HookBase, TrainLoop
 from utils.evaluation.runner import evaluator_for_dataset
 from utils.loggers import KEYS, Loggers
 from utils.metrics import fitness
@@ -31,7 +31,7 @@ class KeepMeans(HookBase):
         self.means = []
 
     def after_epoch(self):
-        self.means.append(np.array(self.loop.mloss))
+        self.means.append(np.array(self.loop.record.mloss))
 
 
 def test_a_task_with_other_loss_items_runs_through_the_loop():
@@ -56,7 +56,7 @@ def test_results_csv_follows_the_task_columns(tmp_path):
 def test_the_model_graph_goes_to_tensorboard_where_the_official_trainer_writes_it():
     """Official train.py and classify/train.py write the model graph before training; segment/train.py does not."""
     from types import SimpleNamespace
-    from utils.engine.train_loop import ResultsLogHook
+    from utils.engine.hooks import ResultsLogHook
     from utils.tasks.classify import CLASSIFY
     from utils.tasks.segment import SEGMENT
 

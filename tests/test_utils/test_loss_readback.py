@@ -73,7 +73,7 @@ def test_training_stops_at_the_exact_iteration_when_reading_every_third_step(tmp
     import train
     from tests.helpers.train_helpers import make_tiny_dataset
     from utils.engine.errors import NonFiniteLossError
-    from utils.engine.train_loop import TrainLoop
+    from utils.engine.loop import TrainLoop
     data = make_tiny_dataset(tmp_path / "data", n_train=8, n_val=2, size=64)
     monkeypatch.setenv("YOLO_LOSS_READBACK", "3")
     seen, orig = {}, TrainLoop.run_step

@@ -233,7 +233,7 @@ def test_checkpoint_full_disk_stops_in_one_line_and_keeps_last_pt(tmp_path, monk
     previous last.pt is byte-identical and no temporary file stays."""
     from utils.checkpoint.zip_writer import atomic_write
     from utils.engine.errors import TrainingError
-    from utils.engine.train_loop import save_ckpt
+    from utils.engine.hooks import save_ckpt
     from utils.errors import UserError
     last = tmp_path / "weights" / "last.pt"
     atomic_write(last, lambda f: f.write(b"PK\x03\x04 the previous checkpoint"))

@@ -3,7 +3,8 @@ import contextlib
 
 from utils.distributed import DistContext
 from utils.engine.build import build_training
-from utils.engine.train_loop import TrainLoop, default_hooks
+from utils.engine.hooks import default_hooks
+from utils.engine.loop import TrainLoop
 from utils.run_lock import hold_run_folder
 from utils.tasks.detect import DETECT
 
