@@ -1,0 +1,192 @@
+"""Sliced inference: the tile grid, the shift back to image pixels, the merge (NMS / greedy NMM, IoU / IoS) against
+hand-computed cases, the batched predictor on a stand-in model, and the bad-input lines."""
+import numpy as np
+import pytest
+
+from utils.errors import UserError
+from utils.tiles import SliceSettings, match_values, merge_detections, shift_boxes, tile_grid
+
+
+def _settings(**kw):
+    return SliceSettings.of(kw.pop("size", 512), kw.pop("overlap", 0.2), **kw)
+
+
+# ------------------------------------------------------------------------------------------------------------ grid
+def test_grid_steps_by_size_minus_overlap_and_moves_the_last_tile_inside():
+    """1000 px at 512, overlap int(0.2 * 512) = 102: starts 0, 410, then 820 would end at 1332 > 1000, so the last
+    tile is moved back to end on the edge: 488-1000."""
+    g = tile_grid(1000, 1000, _settings())
+    spans = [(0, 512), (410, 922), (488, 1000)]
+    assert g.tolist() == [[x1, y1, x2, y2] for y1, y2 in spans for x1, x2 in spans]  # row by row
+
+
+def test_grid_rectangular_and_per_axis_overlap():
+    g = tile_grid(300, 900, SliceSettings.of((256, 512), overlap=(0.5, 0.0)))
+    # rows: 0-256, then 128 would end at 384 > 300 -> 44-300; columns: 0-512, then 512 -> 900 - 512 = 388-900
+    assert g.tolist() == [[0, 0, 512, 256], [388, 0, 900, 256], [0, 44, 512, 300], [388, 44, 900, 300]]
+
+
+def test_grid_of_an_image_smaller_than_the_slice_is_the_image():
+    assert tile_grid(300, 200, _settings()).tolist() == [[0, 0, 200, 300]]
+    assert tile_grid(512, 512, _settings()).tolist() == [[0, 0, 512, 512]]  # an exact fit: one tile
+
+
+@pytest.mark.parametrize("h, w", [(1, 1), (513, 511), (1080, 1920), (4000, 3000)])
+def test_grid_covers_the_image_with_full_size_tiles(h, w):
+    s = _settings(size=256, overlap=0.25)
+    g = tile_grid(h, w, s)
+    cover = np.zeros((h, w), bool)
+    for x1, y1, x2, y2 in g:
+        assert 0 <= x1 < x2 <= w and 0 <= y1 < y2 <= h
+        assert (y2 - y1, x2 - x1) == (min(h, 256), min(w, 256))
+        cover[y1:y2, x1:x2] = True
+    assert cover.all()
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(overlap=1.0), r"slice overlap 1.0 is outside \[0, 1\)"),
+    (dict(overlap=-0.1), r"slice overlap -0.1 is outside \[0, 1\)"),
+    (dict(size=0), r"slice size 0x0 must be whole pixels"),
+    (dict(merge="wbf"), r"slice merge 'wbf' is not one of nmm, nms"),
+    (dict(metric="giou"), r"slice match metric 'giou' is not one of ios, iou"),
+    (dict(threshold=1.5), r"slice match threshold 1.5 is outside"),
+])
+def test_bad_settings_are_one_line_user_errors(kw, message):
+    with pytest.raises(UserError, match=message) as e:
+        _settings(**kw)
+    assert "\n" not in str(e.value)
+
+
+# ----------------------------------------------------------------------------------------------------- shift, match
+def test_shift_boxes_moves_corners_only():
+    d = np.array([[1, 2, 3, 4, 0.5, 7]], np.float32)
+    np.testing.assert_array_equal(shift_boxes(d, (100, 10)), [[101, 12, 103, 14, 0.5, 7]])
+    assert d[0, 0] == 1  # a copy
+
+
+def test_match_values_iou_and_ios():
+    a = np.array([0, 0, 10, 10], np.float32)
+    b = np.array([[5, 0, 15, 10], [2, 2, 4, 4], [20, 20, 30, 30]], np.float32)
+    np.testing.assert_allclose(match_values(a, b, "iou"), [50 / 150, 4 / 100, 0])
+    np.testing.assert_allclose(match_values(a, b, "ios"), [0.5, 1.0, 0])  # the small box lies wholly inside a
+
+
+# ------------------------------------------------------------------------------------------------------------ merge
+A = [0, 0, 10, 10, 0.9, 0]
+B = [5, 0, 15, 10, 0.8, 0]  # IoU with A 1/3, IoS 1/2
+INSIDE = [2, 2, 4, 4, 0.7, 0]  # inside A: IoU 0.04, IoS 1
+OTHER_CLASS = [5, 0, 15, 10, 0.95, 1]
+
+
+def _merge(rows, **kw):
+    return merge_detections(np.array(rows, np.float32), _settings(**kw))
+
+
+def test_nmm_merges_into_the_union_box_with_the_best_score():
+    out, groups = _merge([B, A], metric="iou", threshold=0.3)
+    np.testing.assert_allclose(out, [[0, 0, 15, 10, 0.9, 0]])
+    assert groups == [[1, 0]]  # A kept (best), B merged in
+
+
+def test_nmm_takes_at_the_threshold_but_merges_only_above_it():
+    """SAHI's rule: a box whose metric equals the threshold is taken from the pool (>=) but merges only when it
+    exceeds it (>), so at IoS exactly 0.5 B is dropped and A stays as it is."""
+    out, groups = _merge([A, B], metric="ios", threshold=0.5)
+    np.testing.assert_allclose(out, [A])
+    assert groups == [[0]]
+
+
+def test_nmm_with_ios_merges_a_box_inside_another_that_iou_keeps_apart():
+    np.testing.assert_allclose(_merge([A, INSIDE])[0], [A])  # IoS 1 > 0.5: merged (the union is A)
+    np.testing.assert_allclose(_merge([A, INSIDE], metric="iou")[0], [A, INSIDE])
+
+
+def test_nms_keeps_the_best_box_unchanged():
+    np.testing.assert_allclose(_merge([B, A], merge="nms", metric="iou", threshold=0.3)[0], [A])
+    np.testing.assert_allclose(_merge([B, A], merge="nms", metric="iou", threshold=0.4)[0], [A, B])
+
+
+def test_classes_merge_apart_unless_class_agnostic():
+    np.testing.assert_allclose(_merge([A, OTHER_CLASS], metric="iou", threshold=0.3)[0], [OTHER_CLASS, A])
+    out = _merge([A, OTHER_CLASS], metric="iou", threshold=0.3, class_agnostic=True)[0]
+    np.testing.assert_allclose(out, [[0, 0, 15, 10, 0.95, 1]])  # the higher score's class
+
+
+def test_merged_box_grows_and_a_later_box_must_match_the_grown_box():
+    """A takes b (IoU 60 / 140) and c (IoU 50 / 150), both >= 0.3; merging b first grows the box to 0-14, and c's
+    IoU with the grown box, 50 / 190 = 0.26, no longer passes, so c is dropped, not merged."""
+    b, c = [4, 0, 14, 10, 0.8, 0], [-5, 0, 5, 10, 0.7, 0]
+    out, groups = _merge([A, b, c], metric="iou", threshold=0.3)
+    assert groups == [[0, 1]]
+    np.testing.assert_allclose(out, [[0, 0, 14, 10, 0.9, 0]])
+
+
+def test_merge_of_nothing_and_of_one():
+    assert _merge(np.zeros((0, 6)))[0].shape == (0, 6)
+    np.testing.assert_allclose(_merge([A])[0], [A])
+
+
+# -------------------------------------------------------------------------------------------------- the predictor
+class CentreBoxModel:
+    """Stands in for a DetectMultiBackend: for every input image one class-0 box of 20 x 20 input pixels at its
+    centre, confidence 0.9; records the batch shapes it was called with."""
+    stride, pt, fp16, jit = 32, True, False, False
+    input_shape = None
+    names = {0: "a", 1: "b"}
+
+    def __init__(self):
+        from utils.backend import torch
+        self.device, self.calls = torch.device("cpu"), []
+
+    def __call__(self, x, augment=False):
+        from utils.backend import torch
+        b, _, h, w = x.shape
+        self.calls.append(tuple(x.shape))
+        out = torch.zeros((b, 1, 7))
+        out[:, 0, :5] = torch.tensor([w / 2, h / 2, 20.0, 20.0, 0.9])
+        out[:, 0, 5] = 1.0
+        return out
+
+
+def test_predictor_batches_tiles_and_shifts_each_box_back():
+    from utils.inference.slicing import SlicedPredictor
+    model = CentreBoxModel()
+    s = SliceSettings.of(200, overlap=0.0, full_image=False, merge="nms", metric="iou", batch=4)
+    im = np.zeros((400, 600, 3), np.uint8)
+    det = SlicedPredictor(model, 320, s).predict(im)
+    # 6 tiles of 200 x 200 inferred at 320 x 320 (gain 1.6): a 20 px box is 12.5 px, centred on each tile
+    assert model.calls == [(4, 3, 320, 320), (2, 3, 320, 320)]  # 6 tiles in batches of 4
+    centres = sorted(((d[0] + d[2]) / 2, (d[1] + d[3]) / 2) for d in det)
+    assert centres == sorted((x, y) for y in (100, 300) for x in (100, 300, 500))
+    np.testing.assert_allclose(det[:, 2] - det[:, 0], 12.5)
+
+
+def test_predictor_adds_the_full_image_pass_and_merges_it():
+    from utils.inference.slicing import SlicedPredictor
+    model = CentreBoxModel()
+    s = SliceSettings.of(200, overlap=0.0, batch=16)  # SAHI's defaults: full image, GREEDYNMM, IOS 0.5
+    raw = SlicedPredictor(model, 320, s).predict_raw(np.zeros((400, 600, 3), np.uint8))
+    assert model.calls == [(6, 3, 320, 320), (1, 3, 224, 320)]  # the full image letterboxed as AutoShape does
+    assert len(raw) == 7
+    np.testing.assert_allclose(raw[-1, :4], [300 - 18.75, 200 - 18.75, 300 + 18.75, 200 + 18.75], atol=1e-3)
+
+
+def test_a_slice_larger_than_the_image_is_one_tile_said_once(log_lines):
+    from utils.inference.slicing import SlicedPredictor
+    model = CentreBoxModel()
+    p = SlicedPredictor(model, 320, SliceSettings.of(512))
+    for _ in range(2):
+        assert len(p.predict(np.zeros((100, 150, 3), np.uint8))) == 1
+    assert model.calls == [(1, 3, 224, 320)] * 2  # no full-image pass on top of the one tile
+    said = [x for x in log_lines if "not smaller than the image" in x]
+    assert len(said) == 1 and "slice 512x512" in said[0] and "(100x150)" in said[0]
+
+
+def test_a_batch_one_export_runs_tiles_one_at_a_time(log_lines):
+    from utils.inference.slicing import SlicedPredictor
+    model = CentreBoxModel()
+    model.pt, model.input_shape, model.w = False, (1, 3, 256, 256), "m.onnx"
+    p = SlicedPredictor(model, 640, SliceSettings.of(200, overlap=0.0, full_image=False))
+    assert len(p.predict(np.zeros((200, 400, 3), np.uint8))) == 2
+    assert model.calls == [(1, 3, 256, 256)] * 2  # the export's own shape, one tile a call
+    assert any("m.onnx was exported for batch 1: tiles run one at a time" in x for x in log_lines)
