@@ -38,14 +38,14 @@ from utils.backend import inference_mode  # noqa: E402
 from utils.cli_flags import FlagParser, add_predict_flags  # noqa: E402
 from models.from_record import build_model  # noqa: E402
 from utils.checkpoint.training import strip_optimizer  # noqa: E402
-from utils.errors import UserError  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 from utils.log import LOGGER  # noqa: E402
 from utils.paths import increment_path  # noqa: E402
-from utils.inference import check_save_format, load_model, ms_per_image  # noqa: E402
-from utils.inference.outputs import DetectionOutputs, log_saved, source_names  # noqa: E402
-from utils.inference.predict import predict_source  # noqa: E402
+from utils.inference import check_save_format, load_model  # noqa: E402
+from utils.inference.outputs import DetectionOutputs, source_names  # noqa: E402
+from utils.inference.detect_writer import DetectionWriter  # noqa: E402
+from utils.inference.predict import predict_and_report  # noqa: E402
 from utils.inference.sources import is_stream, open_source  # noqa: E402
 
 
@@ -65,32 +65,15 @@ def run(weights=ROOT / "yolov5s.pt", source=ROOT / "data/images", data=None, img
     imgsz = list(imgsz) if isinstance(imgsz, (list, tuple)) else [imgsz, imgsz]
     model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, data=data, imgsz=imgsz)
     dataset = open_source(source, stream, imgsz, stride=model.stride, auto=model.pt, vid_stride=vid_stride)
-    bs = len(dataset) if stream else 1
     # after the source opened: no empty folders; claiming it gives one line if unwritable
     save_dir = increment_path(Path(project) / name, exist_ok=exist_ok, mkdir=True)
     (save_dir / "labels" if save_txt else save_dir).mkdir(parents=True, exist_ok=True)
     outputs = DetectionOutputs(save_dir, model.names, save_img, save_txt, save_format, save_conf, save_crop, save_csv,
-                               view_img, line_thickness, hide_labels, hide_conf, n_sources=bs,
+                               view_img, line_thickness, hide_labels, hide_conf, n_sources=len(dataset) if stream else 1,
                                sources=source_names(dataset, stream), stream=stream)
-
-    model.warmup(imgsz=(1 if model.pt else bs, 3, *imgsz))
-    try:
-        with outputs:  # videos and predictions.csv are renamed into place on the way out
-            seen, profiles, skipped = predict_source(model, dataset, outputs, stream, conf_thres, iou_thres, classes,
-                                                     agnostic_nms, max_det, augment,
-                                                     visualize=visualize and model.pt)
-    finally:
-        if stream:
-            dataset.close()
-
-    if skipped:
-        LOGGER.warning(f"WARNING: {skipped} unreadable image(s) or video(s) skipped")
-        if not seen:  # nothing read at all: a failed run (exit 1), not an empty result
-            raise UserError(f"none of the {skipped} image(s) or video(s) in {source} could be read (each is named "
-                            "above): check the files, or give --source the right path")
-    t = ms_per_image(profiles, seen)
-    LOGGER.info(f"Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape {(1, 3, *imgsz)}" % t)
-    log_saved(outputs, save_dir, save_txt)
+    writer = DetectionWriter(outputs, conf_thres, iou_thres, classes, agnostic_nms, max_det, augment,
+                             visualize=visualize and model.pt)
+    predict_and_report(model, dataset, writer, source, stream, imgsz, save_txt)
     if update:  # as ultralytics: the weights file rewritten stripped (EMA as the model in fp16, no optimizer)
         _strip_weights(weights[0] if isinstance(weights, (list, tuple)) else weights, model.pt)
     return save_dir
