@@ -26,8 +26,8 @@ if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on
     signals.install("train")
 
 from utils.checkpoint.run_options import CONSENT_OPTIONS, without_consent  # noqa: E402
-from utils.cli_flags import (FlagParser, add_cache_flag, image_size, nonnegative_int, positive_int,  # noqa: E402
-                             run_from_defaults, train_batch_size)
+from utils.cli_flags import (FlagParser, add_amp_flags, add_cache_flag, image_size, nonnegative_int,  # noqa: E402
+                             positive_int, run_from_defaults, train_batch_size)
 from utils.distributed import DistContext, process_group  # noqa: E402
 from utils.distributed.launch import training_device  # noqa: E402
 from utils.engine.errors import TrainingError  # noqa: E402
@@ -96,9 +96,7 @@ def make_parser():
     # This project's speed-ups: fused CIoU in the loss, fused EMA/optimizer updates.
     parser.add_argument("--bbox_iou_optim", action="store_true", help="fused bbox_iou (CIoU) in the loss")
     parser.add_argument("--multi_tensor_optimizer", action="store_true", help="fused multi-tensor EMA and optimizer update")
-    parser.add_argument("--amp", action="store_true", default=None, help="mixed precision (CUDA: fp16, the default; "
-                        "CPU: bf16 where native)")
-    parser.add_argument("--no-amp", dest="amp", action="store_false", help="train in fp32, also on CUDA")
+    add_amp_flags(parser)
     parser.add_argument("--allow-download-scripts", action="store_true",
                         help="let the data YAML's 'download:' (a zip URL or code) run (as YOLO_ALLOW_DOWNLOAD_SCRIPTS=1)")
     return parser

@@ -32,8 +32,8 @@ if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on
     signals.install("train")
 
 from utils.checkpoint.run_options import CONSENT_OPTIONS, without_consent  # noqa: E402
-from utils.cli_flags import (FlagParser, add_cache_flag, add_workers_flag, image_size, positive_int,  # noqa: E402
-                             run_from_defaults)
+from utils.cli_flags import (FlagParser, add_amp_flags, add_cache_flag, add_workers_flag, image_size,  # noqa: E402
+                             positive_int, run_from_defaults)
 from utils.distributed import DistContext, process_group  # noqa: E402
 from utils.distributed.launch import training_device  # noqa: E402
 from utils.engine.classify_build import (build_classification_training, check_model_arg, dataset_splits,  # noqa: E402
@@ -81,6 +81,7 @@ def parse_opt(known=False, args=None):
     parser.add_argument("--resume", nargs="?", const=True, default=False, help="resume most recent training")
     parser.add_argument("--multi_tensor_optimizer", action="store_true",
                         help="fused multi-tensor EMA and optimizer update")
+    add_amp_flags(parser)
     return parser.parse_known_args(args)[0] if known else parser.parse_args(args)
 
 

@@ -135,6 +135,13 @@ def add_predict_flags(parser, weights, data, imgsz, project, boxes=True, box_fil
     parser.add_argument("--vid-stride", type=positive_int, default=1, help="video frame-rate stride")
 
 
+def add_amp_flags(parser):
+    """--amp / --no-amp of the training scripts: opt.amp None (the default: utils/amp_check.py decides), True, False."""
+    parser.add_argument("--amp", action="store_true", default=None, help="mixed precision (CUDA: fp16, the default; "
+                        "CPU: bf16 where native)")
+    parser.add_argument("--no-amp", dest="amp", action="store_false", help="train in fp32, also on CUDA")
+
+
 def add_device_flag(parser):
     parser.add_argument("--device", default="", help="cuda device, i.e. 0 or 0,1,2,3 or cpu")
 

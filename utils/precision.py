@@ -5,22 +5,25 @@ Default (neither flag): the official choice, fp16 autocast with a GradScaler on 
 fp32's exponent range); the weights, gradients, optimizer and EMA stay fp32 and the loss is computed in fp32. Where
 neither applies (OneFlow, a CPU without native bf16) --amp falls back to fp32 with a one-line warning. --no-amp: fp32
 everywhere. The input layout is the backend's choice for the device (channels_last on the CPU under PyTorch, in fp32
-and bf16 alike; YOLO_CHANNELS_LAST=0 keeps NCHW).
+and bf16 alike; YOLO_CHANNELS_LAST=0 keeps NCHW). Whether no flag means bf16 on a CPU with native bf16, and the
+start-up check of CPU autocast against fp32 on a fixed input (fp32, with one line, when they disagree):
+utils/amp_check.py.
 """
-from utils import backend
+from utils import amp_check, backend
 from utils.log import LOGGER
 
 __all__ = ["training_precision"]
 
 
-def training_precision(device, request=None):
+def training_precision(device, request=None, model=None):
     """-> (autocast dtype or None for fp32, channels_last input?, scaler) for training on ``device``; request is
-    opt.amp (None, True or False)."""
-    dtype, note = backend.amp_dtype(device, request)
+    opt.amp (None, True or False); model, when given, is checked under CPU autocast before it is chosen."""
+    dtype, note = backend.amp_dtype(device, amp_check.default_request(device, request))
     if note:
         LOGGER.warning(f"WARNING ⚠️ {note}")
     elif backend.no_amp_reason():
         LOGGER.info(f"{backend.BACKEND} backend: training in fp32 ({backend.no_amp_reason()})")
+    dtype = amp_check.checked_dtype(model, device, dtype, backend.channels_last_pays(device, dtype))
     channels_last = backend.channels_last_pays(device, dtype)
     if dtype is not None and not backend.is_cuda(device):
         LOGGER.info(f"AMP: {str(dtype).split('.')[-1]} autocast on the CPU (fp32 weights)"

@@ -232,13 +232,13 @@ CLASSIFY_TRAIN_VARS = {
     "cache": None, "device": "", "workers": 8, "project": str(ROOT / "runs/train-cls"), "name": "exp",
     "exist_ok": False, "pretrained": True, "optimizer": "Adam", "lr0": 0.001, "decay": 5e-05, "label_smoothing": 0.1,
     "cutoff": None, "dropout": None, "verbose": False, "seed": 0, "local_rank": -1, "resume": False,
-    "multi_tensor_optimizer": False,
+    "multi_tensor_optimizer": False, "amp": None,  # --amp/--no-amp as train.py's (added after the recording)
 }
 CLASSIFY_TRAIN_OPTIONS = {
     "--model", "--data", "--epochs", "--batch-size", "--imgsz", "--img", "--img-size", "--nosave", "--cache",
     "--device", "--workers", "--project", "--name", "--exist-ok", "--pretrained", "--optimizer", "--lr0", "--decay",
     "--label-smoothing", "--cutoff", "--dropout", "--verbose", "--seed", "--local_rank", "--local-rank", "--resume",
-    "--multi_tensor_optimizer",
+    "--multi_tensor_optimizer", "--amp", "--no-amp",
 }
 TRAIN_TABLES = {
     "train": (TRAIN_VARS, TRAIN_OPTIONS),

@@ -105,8 +105,8 @@ def test_train_with_amp_on_the_cpu(tmp_path, monkeypatch):
     seen = {}
     orig = build.training_precision
 
-    def training_precision(device, request=None):
-        dtype, channels_last, scaler = orig(device, request)
+    def training_precision(device, request=None, model=None):
+        dtype, channels_last, scaler = orig(device, request, model)
         seen.update(dtype=dtype, cl=channels_last, scaler=type(scaler).__name__)
         return dtype, channels_last, scaler
     monkeypatch.setattr(build, "training_precision", training_precision)

@@ -61,7 +61,7 @@ def build_training(opt, hyp, device, dist=None, task_plugin=DETECT):
                                 fused=fast.multi_tensor)
     for g in optimizer.param_groups:  # what a LambdaLR records; the schedule scales it
         g["initial_lr"] = g["lr"]
-    amp_dtype, channels_last, scaler = training_precision(device, getattr(opt, "amp", None))
+    amp_dtype, channels_last, scaler = training_precision(device, getattr(opt, "amp", None), model)
 
     train_loader, dataset, val_loader = _loaders(task, opt, hyp, data, imgsz, gs, nc, batch_size, dist)
     # Loader workers are forked now, while this process is small: a worker forked from a trainer holding gigabytes

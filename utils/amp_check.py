@@ -1,0 +1,99 @@
+"""bf16 autocast on the CPU: whether a run asks for it by default, and the start-up check that may turn it off.
+
+The default (neither --amp nor --no-amp) is one setting, BF16_BY_DEFAULT_ON_NATIVE_CPU. While it is False the CPU
+trains in fp32 unless --amp asks, as the official trainer does. Set to True, a CPU that computes bf16 natively
+(AVX512-BF16 or AMX, read from its flags by utils/backend) trains with bf16 autocast unless --no-amp, the way the
+official trainer turns fp16 on for CUDA; a CPU without native bf16 stays fp32 either way (emulated bf16 is slower).
+
+Whenever bf16 autocast is about to be used on the CPU (by default or by --amp), the model runs once on a fixed input
+in fp32 and once under autocast, in eval mode and without gradients (no BatchNorm statistics or weights change), as
+the official check_amp compares fp32 and AMP outputs on CUDA. When the outputs disagree past TOLERANCE (or the bf16
+pass fails or gives non-finite values), training falls back to fp32 with one line saying why.
+"""
+import numpy as np
+
+from utils import backend
+from utils.log import LOGGER
+
+__all__ = ["BF16_BY_DEFAULT_ON_NATIVE_CPU", "TOLERANCE", "default_request", "output_disagreement", "checked_dtype"]
+
+# Off until benchmarks/learning_study.py (yolov5n, coco128 and the shapes set, 5 seeds a configuration) shows the
+# bf16 mean mAP50-95 within 0.005 of fp32's with a 95% interval of the difference that includes 0; its results file
+# in benchmarks/results/ is the evidence to cite when this becomes True.
+BF16_BY_DEFAULT_ON_NATIVE_CPU = False
+
+# Largest relative L2 difference (per output tensor) between fp32 and bf16-autocast outputs that still counts as
+# agreement. bf16 keeps 8 mantissa bits (relative rounding 2^-9, about 0.002 per value); through a YOLOv5's layers
+# the outputs of a working bf16 path differ from fp32 by about 0.01; a broken kernel gives differences of order 1.
+TOLERANCE = 0.05
+CHECK_IMG = 128  # pixels of the fixed input: a multiple of every YOLOv5 stride, cheap at yolov5x too
+
+
+def default_request(device, request):
+    """opt.amp as the run will use it: the flag as given (True: --amp, False: --no-amp), and for no flag (None)
+    True only where BF16_BY_DEFAULT_ON_NATIVE_CPU is on and the device is a CPU with native bf16."""
+    if request is not None or not BF16_BY_DEFAULT_ON_NATIVE_CPU or backend.is_cuda(device):
+        return request
+    return True if backend.cpu_has_native_bf16() else None
+
+
+def fixed_input(img=CHECK_IMG, channels_last=False):
+    """The same image every time: smooth colour gradients with a few bright squares (edges for the convolutions),
+    float 0-1, shape (1, 3, img, img). Made with numpy so that no RNG stream of the run is consumed."""
+    y, x = np.mgrid[0:img, 0:img].astype(np.float32) / img
+    im = np.stack([x, y, (x + y) / 2])
+    for i, (a, b) in enumerate(((0.2, 0.3), (0.6, 0.1), (0.4, 0.7))):
+        r0, c0, side = int(a * img), int(b * img), img // 6
+        im[i % 3, r0:r0 + side, c0:c0 + side] = 1.0
+    t = backend.from_numpy(np.ascontiguousarray(im[None]))
+    return backend.to_channels_last(t) if channels_last else t
+
+
+def _tensors(out):
+    """Every tensor in a model's output (tensors, or lists/tuples of them, nested), in order."""
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _tensors(o)]
+    return [out] if hasattr(out, "float") else []
+
+
+def output_disagreement(model, device, dtype, channels_last=False):
+    """The largest relative L2 difference between the model's fp32 and autocast(dtype) outputs on the fixed input,
+    over its output tensors; inf when the autocast pass gives non-finite values. The model is put in eval mode for
+    the two passes and back in its mode after."""
+    x = fixed_input(channels_last=channels_last).to(device)
+    was_training = model.training
+    model.eval()
+    try:
+        with backend.no_grad():
+            ref = _tensors(model(x))
+            with backend.autocast(device, enabled=True, dtype=dtype):
+                low = _tensors(model(x))
+    finally:
+        model.train(was_training)
+    worst = 0.0
+    for a, b in zip(low, ref):
+        a, b = a.float(), b.float()
+        if not bool(backend.torch.isfinite(a).all()):
+            return float("inf")
+        worst = max(worst, float((a - b).norm()) / max(float(b.norm()), 1e-12))
+    return worst if len(low) == len(ref) and ref else float("inf")
+
+
+def checked_dtype(model, device, dtype, channels_last=False):
+    """dtype when the model's outputs under it agree with fp32 on the fixed input; None (fp32) with one warning line
+    otherwise. Only CPU autocast is checked here (CUDA keeps the official behaviour)."""
+    if dtype is None or model is None or backend.is_cuda(device):
+        return dtype
+    name = str(dtype).split(".")[-1]
+    try:
+        diff = output_disagreement(model, device, dtype, channels_last)
+    except Exception as e:  # a kernel missing for this CPU or dtype: the run still trains, in fp32
+        LOGGER.warning(f"WARNING ⚠️ AMP check: {name} autocast failed on the CPU ({type(e).__name__}: {e}); "
+                       "training in fp32")
+        return None
+    if diff > TOLERANCE:
+        LOGGER.warning(f"WARNING ⚠️ AMP check: {name} autocast outputs differ from fp32 by {diff:.3g} (relative, "
+                       f"more than {TOLERANCE}) on a fixed input; training in fp32")
+        return None
+    LOGGER.info(f"AMP check: {name} autocast agrees with fp32 (relative difference {diff:.3g}) ✅")
+    return dtype
