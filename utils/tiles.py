@@ -14,8 +14,9 @@ slice size (SAHI moves border tiles inward the same way; the model's letterbox p
 The merge (SAHI's postprocess): greedy non-maximum merging ('nmm', SAHI's GREEDYNMM, the default) or suppression
 ('nms'), matching boxes by intersection over union ('iou') or over the smaller box's area ('ios', the default) at a
 threshold (0.5), per class unless class_agnostic. Greedy NMM: the best remaining box takes every box that matches it
-(metric >= threshold) and merges in, best first, each one that still matches the growing merged box (metric >
-threshold): union box, highest score, that box's class. Numpy only; the scripts' flags are added_slice_flags'."""
+(metric >= threshold) and merges in, best first, each one that still matches the growing merged box (metric >=
+threshold): union box, highest score, the class of the higher-scoring box (of the merged-in one on a tie). Ties of
+score are ordered by x1, y1, x2, y2, as SAHI orders them. Numpy only; the scripts' flags are added_slice_flags'."""
 from dataclasses import dataclass
 
 import numpy as np
@@ -137,32 +138,33 @@ def match_values(box, boxes, metric):
         return np.where(denom > 0, inter / np.where(denom > 0, denom, 1), 0.0)
 
 
+def score_order(boxes, scores):
+    """Indices best score first; ties by x1, then y1, x2, y2 (SAHI's deterministic order)."""
+    return np.lexsort((boxes[:, 3], boxes[:, 2], boxes[:, 1], boxes[:, 0], -scores))
+
+
 def _greedy_groups(boxes, scores, metric, threshold):
     """SAHI's greedy selection: the best remaining box takes all remaining boxes whose metric with it is >= threshold.
     Returns [(kept index, [taken indices, best first])], kept best first."""
-    order = np.argsort(scores, kind="stable")  # ascending: the best is last (SAHI pops from the end)
+    order = score_order(boxes, scores)
     groups = []
     while len(order):
-        i, order = order[-1], order[:-1]
-        if not len(order):
-            groups.append((int(i), []))
-            break
+        i, order = order[0], order[1:]
         m = match_values(boxes[i], boxes[order], metric)
-        taken = order[m >= threshold][::-1]  # best first
+        groups.append((int(i), order[m >= threshold].tolist()))
         order = order[m < threshold]
-        groups.append((int(i), taken.tolist()))
     return groups
 
 
 def _merge_group(det, keep, taken, metric, threshold):
-    """The kept row merged with each taken row that still matches the growing merged box (> threshold): the
-    union box, the higher score and its class. Returns (row, indices merged in)."""
+    """The kept row merged with each taken row that still matches the growing merged box (>= threshold): the
+    union box, the higher score and its class (the taken row's on a tie). Returns (row, indices merged in)."""
     row = det[keep].copy()
     merged = []
     for j in taken:
         other = det[j]
-        if match_values(row[:4], other[None, :4], metric)[0] > threshold:
-            if other[4] > row[4]:
+        if match_values(row[:4], other[None, :4], metric)[0] >= threshold:
+            if not row[4] > other[4]:
                 row[4], row[5] = other[4], other[5]
             row[:4] = (min(row[0], other[0]), min(row[1], other[1]), max(row[2], other[2]), max(row[3], other[3]))
             merged.append(j)

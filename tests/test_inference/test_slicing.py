@@ -88,12 +88,18 @@ def test_nmm_merges_into_the_union_box_with_the_best_score():
     assert groups == [[1, 0]]  # A kept (best), B merged in
 
 
-def test_nmm_takes_at_the_threshold_but_merges_only_above_it():
-    """SAHI's rule: a box whose metric equals the threshold is taken from the pool (>=) but merges only when it
-    exceeds it (>), so at IoS exactly 0.5 B is dropped and A stays as it is."""
+def test_nmm_takes_and_merges_at_the_threshold():
+    """SAHI 0.12.8's rule: a metric equal to the threshold matches (>=), both when the best box takes boxes from the
+    pool and when each is merged into the growing box: at IoS exactly 0.5, B merges into A."""
     out, groups = _merge([A, B], metric="ios", threshold=0.5)
-    np.testing.assert_allclose(out, [A])
-    assert groups == [[0]]
+    np.testing.assert_allclose(out, [[0, 0, 15, 10, 0.9, 0]])
+    assert groups == [[0, 1]]
+    np.testing.assert_allclose(_merge([A, B], metric="ios", threshold=0.51)[0], [A, B])
+
+
+def test_equal_scores_are_ordered_by_corner_as_sahi_orders_them():
+    left, right = [0, 0, 10, 10, 0.5, 0], [5, 0, 15, 10, 0.5, 0]
+    assert _merge([right, left], merge="nms", metric="iou", threshold=0.3)[1] == [[1]]  # the left one kept
 
 
 def test_nmm_with_ios_merges_a_box_inside_another_that_iou_keeps_apart():
