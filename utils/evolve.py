@@ -183,14 +183,13 @@ def initial_population(hyp, folder=None, resume=None, csv=None, columns=DETECTIO
 def evolve(hyp, opt, device, train_fn, columns=DETECTION, script="train.py"):
     """Run opt.evolve generations of train_fn(hyp, opt, device) in opt.save_dir. columns: the task's evolve.csv
     results and fitness (EvolveColumns.of(task)); script: the entry script named in the closing usage line."""
-    note_ignored_flags(opt, {"bucket": ""}, what="syncing evolve.csv with a Google Cloud Storage bucket")
+    note_ignored_flags(vars(opt), {"bucket": ""}, what="syncing evolve.csv with a Google Cloud Storage bucket")
     # only the final epoch is validated, nothing saved, no plots (official: plots = not evolve and not --noplots)
     opt.noval, opt.nosave, opt.noplots = True, True, True
     save_dir = Path(opt.save_dir)
     save_dir.mkdir(parents=True, exist_ok=True)
     csv = save_dir / "evolve.csv"
-    population = initial_population(hyp, getattr(opt, "evolve_population", None), getattr(opt, "resume_evolve", None),
-                                    csv, columns=columns)
+    population = initial_population(hyp, opt.evolve_population, opt.resume_evolve, csv, columns=columns)
     if csv.exists():  # continuing a search (--resume_evolve x.csv, or --resume into its folder): mutants only
         population = []
     elif len(population) > 1:

@@ -6,7 +6,7 @@ import numpy as np
 
 from utils import backend
 from utils.backend import torch
-from utils.checkpoint.run_options import official_opt
+from utils.checkpoint.run_options import RecordedFlags, official_opt
 from utils.engine.parts import TrainingParts, TrainingState
 from utils.engine.schedule import Schedule
 from utils.torch_utils import ModelEMA, smart_optimizer
@@ -58,7 +58,7 @@ def tiny_parts(epochs=3, nb=4, batch_size=2, state=None, model=None, hyp=HYP, em
     opt = types.SimpleNamespace(data="", epochs=epochs, batch_size=batch_size)  # what the checkpoint's opt holds
     return TrainingParts(model=model, optimizer=optimizer, compute_loss=fake_loss, train_loader=loader,
                          schedule=schedule, device=device, epochs=epochs, ema=ModelEMA(model) if ema else None,
-                         state=state or TrainingState(), recorded_opt=official_opt(opt, hyp), hyp=dict(hyp),
+                         state=state or TrainingState(), recorded_opt=official_opt(RecordedFlags.of(opt), hyp), hyp=dict(hyp),
                          opt_hyp=dict(hyp), nc=2,
                          names={0: "a", 1: "b"}, **kw)
 

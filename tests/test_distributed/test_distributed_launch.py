@@ -1,14 +1,12 @@
 """utils/distributed/launch.py: what a launch cannot honour is refused in one line before any work (--sync-bn on
 CPU under DDP, bad batch sizes, AutoBatch/--evolve/--image-weights under DDP, several GPUs without a launcher), and
 each DDP rank gets its GPU by the framework's rule."""
-import argparse
-
 import pytest
 
 from utils.backend import torch
 from utils.distributed import DistContext
-from utils.distributed.launch import (LaunchError, check_single_process, device_ids, rank_gpu, sync_bn_error,
-                                      training_device)
+from utils.distributed.launch import (LaunchError, LaunchOptions, check_single_process, device_ids, rank_gpu,
+                                      sync_bn_error, training_device)
 from utils.errors import UserError
 
 SINGLE, PAIR = DistContext(), DistContext(rank=0, local_rank=0, world_size=2)
@@ -16,13 +14,14 @@ CPU = torch.device("cpu")
 
 
 def _opt(**kw):
-    return argparse.Namespace(**{"device": "cpu", "batch_size": 4, "sync_bn": False, "evolve": None,
-                                 "image_weights": False, **kw})
+    """The launch options of a run's flags (evolve as the parser gives it: None or a generation count)."""
+    return LaunchOptions.of({"device": "cpu", "batch_size": 4, "sync_bn": False, "evolve": None,
+                             "image_weights": False, **kw})
 
 
 def test_sync_bn_refused_on_cpu_under_ddp():
     """SyncBatchNorm is CUDA only; on CPU under a launcher it is refused before any work starts."""
-    opt = argparse.Namespace(device="cpu", batch_size=4, sync_bn=True, evolve=None)  # no other flag is read first
+    opt = LaunchOptions.of({"device": "cpu", "batch_size": 4, "sync_bn": True})  # a script without the other flags
     with pytest.raises(LaunchError, match="--sync-bn") as e:
         training_device(opt, PAIR)
     assert isinstance(e.value, UserError) and "\n" not in str(e.value)

@@ -6,7 +6,7 @@ import argparse
 import pytest
 import yaml
 
-from utils.checkpoint.run_options import CONSENT_OPTIONS, official_opt
+from utils.checkpoint.run_options import CONSENT_OPTIONS, RecordedFlags, official_opt
 from utils.dataset_config import ALLOW_SCRIPTS_ENV, DownloadScriptRefused
 from utils.paths import ROOT
 
@@ -49,4 +49,4 @@ def test_resume_does_not_run_a_download_script_the_checkpoint_consented_to(tmp_p
 
 def test_consent_is_never_written_with_a_run():
     opt = argparse.Namespace(data="", allow_download_scripts=True, epochs=3)
-    assert not set(CONSENT_OPTIONS) & set(official_opt(opt, {"lr0": 0.01}))
+    assert not set(CONSENT_OPTIONS) & set(official_opt(RecordedFlags.of(opt), {"lr0": 0.01}))

@@ -175,10 +175,10 @@ def test_opt_holds_what_official_resume_reads(tmp_path):
     of its flags, hyp as a dict and data as a file it can open from its own folder."""
     import yaml
     import train
-    from utils.checkpoint.run_options import OFFICIAL_OPT_DEFAULTS, official_opt
+    from utils.checkpoint.run_options import OFFICIAL_OPT_DEFAULTS, RecordedFlags, official_opt
     opt = train.parse_opt(True, args=["--data", "coco128.yaml", "--cfg", "yolov5n.yaml", "--bbox_iou_optim"])
     opt.save_dir, opt.results = str(tmp_path / "exp"), (0.1, 0.2)
-    d = official_opt(opt, {"lr0": 0.01, "momentum": 0.937})
+    d = official_opt(RecordedFlags.of(opt), {"lr0": 0.01, "momentum": 0.937})
     assert list(d)[:len(OFFICIAL_OPT_DEFAULTS)] == list(OFFICIAL_OPT_DEFAULTS)
     assert d["hyp"] == {"lr0": 0.01, "momentum": 0.937} and d["save_dir"] == str(tmp_path / "exp")
     assert Path(d["data"]).is_absolute() and Path(d["data"]).resolve() == (ROOT / "data" / "coco128.yaml").resolve()

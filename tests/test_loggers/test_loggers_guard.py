@@ -2,7 +2,6 @@
 real TrainLoop on a tiny model, with the trainer's ResultsLogHook) completes with its results.csv. The logger
 packages are replaced by fake modules in sys.modules, so this runs on both backends without any of them installed;
 what the fakes record also pins what the integrations send (official project/run names, per-epoch values)."""
-import argparse
 import dataclasses
 import importlib.machinery
 import logging
@@ -15,6 +14,7 @@ from tests.helpers.engine_helpers import tiny_parts
 from utils.engine.hooks import ResultsLogHook
 from utils.engine.loop import TrainLoop
 from utils.loggers import Loggers, read_results_csv
+from utils.loggers.options import LogOptions
 
 
 class Unreachable(ConnectionError):
@@ -53,7 +53,7 @@ def run_opt(save_dir, **kw):
              artifact_alias="latest", epochs=3, save_period=-1, exist_ok=False, resume=False, evolve=False,
              noplots=True, sync_bn=False, data="", imgsz=8)
     o.update(kw)
-    return argparse.Namespace(**o)
+    return LogOptions.of(o)  # the loggers' options of a run with these flags
 
 
 def train_with(loggers, epochs=3):

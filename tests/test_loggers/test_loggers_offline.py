@@ -2,7 +2,6 @@
 driven through Loggers, then the files the package wrote are read back and checked (project and run names, the
 options and hyperparameters, the per-epoch values, the images and the final model). Each test skips when its package
 is not installed (the PyTorch environment installs them; tests/test_loggers_guard.py covers the calls without them)."""
-import argparse
 import glob
 import json
 import struct
@@ -15,6 +14,7 @@ import pytest
 import yaml
 
 from utils.loggers import KEYS, RESULT_IMAGES, Loggers
+from utils.loggers.options import LogOptions
 
 HYP = {"lr0": 0.01, "momentum": 0.937, "anchor_t": 4.0}
 ROWS = [np.round(np.arange(13) * 0.01 + 0.1 * e, 5) for e in range(2)]  # epoch 1 is the best
@@ -33,7 +33,7 @@ def run_opt(save_dir, **kw):
              artifact_alias="latest", epochs=2, save_period=-1, exist_ok=False, resume=False, evolve=False,
              noplots=False, sync_bn=False, data=str(save_dir / "tiny.yaml"), imgsz=64, batch_size=2)
     o.update(kw)
-    return argparse.Namespace(**o)
+    return LogOptions.of(o)  # the loggers' options of a run with these flags
 
 
 def fake_run(tmp_path, include, **opt_kw):

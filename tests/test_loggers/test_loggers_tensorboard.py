@@ -1,7 +1,6 @@
 """TensorBoard as official YOLOv5 writes it: the 13 scalars per epoch, the model graph traced once, the six result
 images at the end. Driven in-process through Loggers with the real yolov5n model and a fake run folder; the event
 file is read back with tensorboard's own EventAccumulator."""
-import argparse
 import logging
 
 import cv2
@@ -15,6 +14,7 @@ pytest.importorskip("tensorboard")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
 from utils.loggers import KEYS, RESULT_IMAGES, Loggers  # noqa: E402
+from utils.loggers.options import LogOptions  # noqa: E402
 
 
 def run_opt(**kw):
@@ -22,7 +22,7 @@ def run_opt(**kw):
              artifact_alias="latest", epochs=2, save_period=-1, exist_ok=False, resume=False, evolve=False,
              noplots=False, sync_bn=False, data="data/coco128.yaml")
     o.update(kw)
-    return argparse.Namespace(**o)
+    return LogOptions.of(o)  # the loggers' options of a run with these flags
 
 
 def read_events(folder):
@@ -75,7 +75,7 @@ def test_noplots_and_sync_bn_skip_the_graph(tmp_path):
         d = tmp_path / str(i)
         d.mkdir()
         lg = Loggers(d, opt, {}, include=("csv", "tb"))
-        lg.on_train_start(tiny_model(), 8, plots=not opt.noplots)
+        lg.on_train_start(tiny_model(), 8, plots=not opt.flags["noplots"])
         lg.on_fit_epoch_end([0.0] * 13, 0)
         lg.close()
         tags = read_events(d).Tags()

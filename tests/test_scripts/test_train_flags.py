@@ -94,12 +94,11 @@ def test_evolve(data, tmp_path):
 def test_pretrained_transfer(yolov5n_pt, data, tmp_path):
     """--weights yolov5n.pt --cfg yolov5n.yaml with 2 classes: every tensor but the class-dependent Detect convs
     and the anchors (the yaml's are kept) comes from the checkpoint."""
-    import argparse
     from utils.checkpoint import load_any
     from utils.dataset_config import check_dataset
     from utils.engine.initial_model import initial_model
-    opt = argparse.Namespace(weights=str(yolov5n_pt), cfg="yolov5n.yaml", resume=False, freeze=[0])
-    model = initial_model(opt, {"lr0": 0.01}, int(check_dataset(str(data))["nc"]), backend.device("cpu"))
+    model = initial_model(str(yolov5n_pt), "yolov5n.yaml", [0], {"lr0": 0.01}, int(check_dataset(str(data))["nc"]),
+                          backend.device("cpu"))
     ck = load_any(yolov5n_pt)["model"]["state_dict"]
     sd = {k: backend.to_numpy(v) for k, v in model.state_dict().items()}
     np.testing.assert_allclose(sd["model.0.conv.weight"], ck["model.0.conv.weight"].astype(np.float32))
@@ -145,20 +144,20 @@ def test_every_official_flag_with_its_default(root_dir):
 
 
 def test_cloud_flags_say_in_one_line_that_they_do_nothing(tmp_path):
-    import argparse
     import logging
     from utils.loggers import Loggers
+    from utils.loggers.options import LogOptions
     seen = []
     handler = logging.Handler()
     handler.emit = seen.append
     log = logging.getLogger("yolov5")
     log.addHandler(handler)
     try:
-        Loggers(tmp_path, argparse.Namespace(entity=None, upload_dataset=False, bbox_interval=-1,
-                                             artifact_alias="latest"), include=("csv",))
+        Loggers(tmp_path, LogOptions.of({"entity": None, "upload_dataset": False, "bbox_interval": -1,
+                                         "artifact_alias": "latest"}), include=("csv",))
         assert not [r for r in seen if "doing nothing" in r.getMessage()]  # defaults: silent
-        Loggers(tmp_path, argparse.Namespace(entity="team", upload_dataset="val", bbox_interval=2,
-                                             artifact_alias="latest"), include=("csv",))
+        Loggers(tmp_path, LogOptions.of({"entity": "team", "upload_dataset": "val", "bbox_interval": 2,
+                                         "artifact_alias": "latest"}), include=("csv",))
     finally:
         log.removeHandler(handler)
     lines = [r.getMessage() for r in seen if "doing nothing" in r.getMessage()]
@@ -167,10 +166,10 @@ def test_cloud_flags_say_in_one_line_that_they_do_nothing(tmp_path):
 
 
 def test_ndjson_console_and_file(tmp_path, capsys):
-    import argparse
     import json
     from utils.loggers import KEYS, Loggers
-    lg = Loggers(tmp_path, argparse.Namespace(ndjson_console=True, ndjson_file=True, resume=False), include=("csv",))
+    from utils.loggers.options import LogOptions
+    lg = Loggers(tmp_path, LogOptions(ndjson_console=True, ndjson_file=True), include=("csv",))
     for e in range(3):
         lg.on_fit_epoch_end([0.1 * e] * len(KEYS), e)
     printed = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]

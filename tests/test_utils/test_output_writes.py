@@ -189,11 +189,10 @@ def test_results_csv_full_disk_leaves_the_previous_file(tmp_path, monkeypatch):
 
 
 def test_ndjson_full_disk_leaves_the_previous_file(tmp_path, monkeypatch):
-    import argparse
-
     from utils.atomic_files import OutputWriteError
     from utils.loggers import KEYS, Loggers
-    lg = Loggers(tmp_path, argparse.Namespace(ndjson_file=True, resume=False), include=())
+    from utils.loggers.options import LogOptions
+    lg = Loggers(tmp_path, LogOptions(ndjson_file=True), include=())
     lg.on_fit_epoch_end([0.1] * len(KEYS), 0)
     before = (tmp_path / "results.ndjson").read_bytes()
     fail_writes(monkeypatch, k=1, match="results.ndjson")
@@ -206,14 +205,13 @@ def test_ndjson_full_disk_leaves_the_previous_file(tmp_path, monkeypatch):
 def test_new_run_replaces_an_old_results_csv_with_its_first_row_only(tmp_path, monkeypatch):
     """--exist-ok: a new run's results.csv starts fresh, but the earlier one is kept until that first row is
     written (a run that stops before its first epoch, or whose first write fails, leaves it)."""
-    import argparse
-
     from utils.loggers import Loggers, ResultsWriteError, read_results_csv
+    from utils.loggers.options import LogOptions
     old = Loggers(tmp_path, include=())
     for epoch in range(3):
         old.on_fit_epoch_end([0.5] * 13, epoch)
     before = snapshot(tmp_path)
-    new = Loggers(tmp_path, argparse.Namespace(resume=False), include=())
+    new = Loggers(tmp_path, LogOptions(resume=False), include=())
     assert snapshot(tmp_path) == before  # nothing deleted at the start
     with monkeypatch.context() as m:
         fail_writes(m, k=1)
@@ -223,7 +221,7 @@ def test_new_run_replaces_an_old_results_csv_with_its_first_row_only(tmp_path, m
     new.on_fit_epoch_end([0.9] * 13, 0)
     new.on_fit_epoch_end([0.8] * 13, 1)
     assert [r["epoch"] for r in read_results_csv(tmp_path / "results.csv")] == [0, 1]
-    resumed = Loggers(tmp_path, argparse.Namespace(resume=True), include=())
+    resumed = Loggers(tmp_path, LogOptions(resume=True), include=())
     resumed.on_fit_epoch_end([0.7] * 13, 2)  # a resumed run appends
     assert [r["epoch"] for r in read_results_csv(tmp_path / "results.csv")] == [0, 1, 2]
 

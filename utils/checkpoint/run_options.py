@@ -7,13 +7,22 @@ Official ``train.py --resume`` rebuilds its options from opt.yaml (or the checkp
 no such flag), ``hyp`` is the run's hyperparameter dict as loaded (before the loss gains are scaled) and ``data``
 an absolute path. This project's own flags are kept too; official code ignores them.
 
+The argparse namespace stops at the engine's door: there the run's flags are frozen once into RecordedFlags, and
+everything below gets typed, frozen records made from it by ``typed_options`` (the engine's RunOptions and
+FastPaths, the loggers' LogOptions, the launch checks' LaunchOptions). A record field takes its default where a
+script has no such flag (classify/train.py has no --sync-bn), so no reader guesses at attributes.
+
 Consent is not an option a file can carry: the flags in CONSENT_OPTIONS (permission to run code that came with a
 dataset) are the person's at the command line, so they are never written here and a resume drops them from what it
 reads (``without_consent``); train.py --resume takes them from its own command line only.
 """
+import copy
+import dataclasses
 import functools
 import pathlib
 import subprocess
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from utils.dataset_config import find_yaml
 
@@ -37,6 +46,55 @@ CONSENT_OPTIONS = ("allow_download_scripts",)
 def without_consent(options):
     """options (a dict read from a checkpoint or opt.yaml) without the consent flags."""
     return {k: v for k, v in options.items() if k not in CONSENT_OPTIONS}
+
+
+class RecordedFlags(Mapping):
+    """Every flag of a run as its entry script settled them (a resumed run's: its checkpoint's, --weights pointing
+    at its last.pt), frozen: read-only, and a copy, so a later change to the namespace does not reach it. It is what
+    checkpoints and opt.yaml record (official_opt) and what the cloud loggers show as the run's configuration."""
+    __slots__ = ("_values",)
+
+    def __init__(self, values=()):
+        # plain data copied (lists stay the run's own); anything else (results attached after a run) kept as it is
+        values = {k: copy.deepcopy(v) if _is_plain(v) else v for k, v in dict(values).items()}
+        object.__setattr__(self, "_values", MappingProxyType(values))
+
+    @classmethod
+    def of(cls, namespace):
+        """The flags of an argparse namespace (the engine's door: the one place a namespace is read)."""
+        return cls(vars(namespace))
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"RecordedFlags are frozen (setting {name})")
+
+    def __getitem__(self, k):
+        return self._values[k]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self):
+        return len(self._values)
+
+    def __repr__(self):
+        return f"RecordedFlags({dict(self._values)!r})"
+
+
+_CONVERT = {bool: bool, int: int, float: float, str: str}
+
+
+def typed_options(cls, flags):
+    """The frozen dataclass cls made from flags (a RecordedFlags or any mapping of flag names to values): each field
+    from the flag its metadata names (``field(metadata={"flag": ...})``; its own name by default), converted to the
+    field's type when that is bool, int, float or str; the field's default where flags has no such flag."""
+    values = {}
+    for f in dataclasses.fields(cls):
+        name = f.metadata.get("flag", f.name)
+        if name in flags:
+            v = flags[name]
+            convert = _CONVERT.get(f.type)
+            values[f.name] = convert(v) if convert is not None and v is not None else v
+    return cls(**values)
 
 
 def _plain(v):
@@ -67,11 +125,11 @@ def _is_plain(v):
     return isinstance(v, dict) and all(_is_plain(k) and _is_plain(x) for k, x in v.items())
 
 
-def official_opt(opt, hyp):
-    """vars(opt) as a dict official code can resume from: official keys first (defaults filled in), ``hyp``
-    inline, ``data`` absolute, paths as strings; this project's extra flags after them (options that are not plain
-    data, such as results attached after a run, are left out)."""
-    ours = {k: _plain(v) for k, v in vars(opt).items() if not k.startswith("_")}
+def official_opt(flags, hyp):
+    """The run's flags (RecordedFlags) as a dict official code can resume from: official keys first (defaults filled
+    in), ``hyp`` inline, ``data`` absolute, paths as strings; this project's extra flags after them (options that are
+    not plain data, such as results attached after a run, are left out)."""
+    ours = {k: _plain(v) for k, v in flags.items() if not k.startswith("_")}
     ours = {k: v for k, v in without_consent(ours).items() if _is_plain(v) and k != "results"}
     d = {k: ours.pop(k, default) for k, default in OFFICIAL_OPT_DEFAULTS.items()}
     d["hyp"] = {k: _plain(v) for k, v in dict(hyp).items()}

@@ -1,10 +1,13 @@
 """Launch checks and the device of each rank, decided before any work: what a single process or a DDP job cannot
 honour is refused in one line, and rank i is put on its GPU.
 
-    device = training_device(opt, ctx)   # opt: train.py's options; ctx: the job's DistContext
+    device = training_device(LaunchOptions.of(flags), ctx)   # flags: the run's flags; ctx: the job's DistContext
 """
+import dataclasses
+
 from utils import backend
 from utils.backend_choice import BACKEND_NAMES
+from utils.checkpoint.run_options import typed_options
 from utils.errors import UserError
 from utils.log import LOGGER
 
@@ -14,6 +17,22 @@ LAUNCHERS = ("'python -m torch.distributed.run --nproc_per_node {n} train.py ...
 
 class LaunchError(UserError, RuntimeError):
     """A flag or device this launch cannot honour; the message says what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchOptions:
+    """The flags the launch checks read, typed and frozen; a script without a flag gets its default (classification
+    has no --sync-bn, --evolve or --image-weights)."""
+    device: str = ""
+    batch_size: int = 16
+    sync_bn: bool = False
+    evolve: bool = False
+    image_weights: bool = False
+
+    @classmethod
+    def of(cls, flags):
+        """From the run's flags (a RecordedFlags, or any mapping of flag names to values)."""
+        return typed_options(cls, flags)
 
 
 def _launch_hint(n):
@@ -35,45 +54,45 @@ def sync_bn_error(sync_bn, ctx, device):
     return None
 
 
-def check_single_process(opt, ctx, device):
+def check_single_process(launch, ctx, device):
     """Several GPUs without a launcher: named ones are refused with a pointer to DDP, merely visible ones noted."""
     if ctx.distributed:
         return
-    n_ids = len(device_ids(opt.device))
+    n_ids = len(device_ids(launch.device))
     if n_ids == 0 and backend.is_cuda(device) and backend.cuda_device_count() > 1:
         n = backend.cuda_device_count()
         LOGGER.warning(f"WARNING ⚠️ {n} GPUs are visible but this single process trains on {device} only; for all "
                        f"of them launch DDP: {_launch_hint(n)}.")
     if n_ids > 1:
-        raise LaunchError(f"--device {opt.device} names {n_ids} GPUs but this is a single process: launch DDP "
+        raise LaunchError(f"--device {launch.device} names {n_ids} GPUs but this is a single process: launch DDP "
                           f"with {_launch_hint(n_ids)}.")
 
 
-def check_sync_bn(opt, ctx, device):
-    if not opt.sync_bn:
+def check_sync_bn(launch, ctx, device):
+    if not launch.sync_bn:
         return
     if not ctx.distributed:
         LOGGER.warning("WARNING ⚠️ --sync-bn only applies to DDP training (several processes); ignored here.")
-    err = sync_bn_error(opt.sync_bn, ctx, device)
+    err = sync_bn_error(launch.sync_bn, ctx, device)
     if err:
         raise LaunchError(err)
 
 
-def check_batch_and_flags(opt, ctx):
+def check_batch_and_flags(launch, ctx):
     """--batch-size is the total over all ranks; AutoBatch, --evolve and --image-weights need a single process."""
-    if opt.batch_size < 1 and opt.batch_size != -1:
-        raise LaunchError(f"--batch-size {opt.batch_size} is not a batch size: give a positive number, or -1 for "
+    if launch.batch_size < 1 and launch.batch_size != -1:
+        raise LaunchError(f"--batch-size {launch.batch_size} is not a batch size: give a positive number, or -1 for "
                           "AutoBatch.")
     if not ctx.distributed:
         return
-    if opt.batch_size == -1:
+    if launch.batch_size == -1:
         raise LaunchError("AutoBatch with --batch-size -1 is not compatible with DDP training, please pass a valid "
                           "--batch-size")
-    if opt.batch_size % ctx.world_size:
-        raise LaunchError(f"--batch-size {opt.batch_size} must be a multiple of WORLD_SIZE {ctx.world_size}")
-    if getattr(opt, "evolve", None):
+    if launch.batch_size % ctx.world_size:
+        raise LaunchError(f"--batch-size {launch.batch_size} must be a multiple of WORLD_SIZE {ctx.world_size}")
+    if launch.evolve:
         raise LaunchError("--evolve is not compatible with DDP training")
-    if getattr(opt, "image_weights", False):  # each rank trains on a fixed share; weighting the whole set breaks it
+    if launch.image_weights:  # each rank trains on a fixed share; weighting the whole set breaks it
         raise LaunchError("--image-weights is not compatible with DDP training")
 
 
@@ -93,18 +112,18 @@ def rank_gpu(spec, local_rank, follows_local_rank):
     return gpu
 
 
-def training_device(opt, ctx):
-    """The device this process trains on, after the launch checks (opt.device, opt.batch_size, opt.sync_bn,
-    opt.evolve, opt.image_weights). A DDP rank on CUDA gets its own GPU, made the process's current one."""
+def training_device(launch, ctx):
+    """The device this process trains on, after the launch checks of launch (LaunchOptions). A DDP rank on CUDA gets
+    its own GPU, made the process's current one."""
     try:
-        device = backend.select_device(opt.device, batch_size=opt.batch_size)
+        device = backend.select_device(launch.device, batch_size=launch.batch_size)
     except ValueError as e:
         raise LaunchError(str(e)) from e
-    check_single_process(opt, ctx, device)
-    check_sync_bn(opt, ctx, device)
-    check_batch_and_flags(opt, ctx)
+    check_single_process(launch, ctx, device)
+    check_sync_bn(launch, ctx, device)
+    check_batch_and_flags(launch, ctx)
     if ctx.distributed and backend.is_cuda(device):
-        gpu = rank_gpu(opt.device, ctx.local_rank, backend.ddp_gpu_follows_local_rank())
+        gpu = rank_gpu(launch.device, ctx.local_rank, backend.ddp_gpu_follows_local_rank())
         device = backend.device(f"cuda:{gpu}")
         backend.set_cuda_device(gpu)
     return device

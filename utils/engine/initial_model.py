@@ -14,19 +14,21 @@ from utils.log import LOGGER
 from utils.torch_utils import intersect_dicts
 
 
-def initial_model(opt, hyp, nc, device, ckpt=None, model_class=Model, check_record=check_detection_record):
-    """The model on `device`, frozen layers set. ckpt: the loaded last.pt of a resumed run (exact fp32 weights from
-    this project's files, fp16 ones from official files); model_class: the task's network (Task.model_class);
-    check_record: refuses a --weights model the task does not train from (Task.check_pretrained)."""
-    weights = str(opt.weights or "")
+def initial_model(weights, cfg, frozen, hyp, nc, device, ckpt=None, model_class=Model,
+                  check_record=check_detection_record):
+    """The model on `device`, frozen layers set. weights, cfg, frozen: --weights, --cfg and --freeze; ckpt: the
+    loaded last.pt of a resumed run (exact fp32 weights from this project's files, fp16 ones from official files);
+    model_class: the task's network (Task.model_class); check_record: refuses a --weights model the task does not
+    train from (Task.check_pretrained)."""
+    weights = str(weights or "")
     if ckpt is not None:
         model = ckpt["model"]
     elif weights:
-        model = pretrained_model(weights, opt.cfg, nc, hyp.get("anchors"), model_class, check_record)
+        model = pretrained_model(weights, cfg, nc, hyp.get("anchors"), model_class, check_record)
     else:
-        model = model_class(opt.cfg, ch=3, nc=nc, anchors=hyp.get("anchors"))
+        model = model_class(cfg, ch=3, nc=nc, anchors=hyp.get("anchors"))
     model = model.to(device)
-    freeze(model, opt.freeze)
+    freeze(model, frozen)
     return model
 
 

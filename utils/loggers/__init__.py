@@ -24,6 +24,7 @@ from utils.errors import UserError
 from utils.log import LOGGER, colorstr
 from utils.loggers import clearml_logger, comet_logger, mlflow_logger, tensorboard, wandb_logger
 from utils.loggers.guard import Guarded, start
+from utils.loggers.options import CLOUD_FLAGS, LogOptions
 from utils.plot_jobs import inline
 from utils.plots import plot_results
 
@@ -38,16 +39,12 @@ RESULT_IMAGES = ("results.png", "confusion_matrix.png", "F1_curve.png", "PR_curv
 CLOUD = {"wandb": (wandb_logger, "WandbLogger", "W&B"), "comet": (comet_logger, "CometLogger", "Comet"),
          "clearml": (clearml_logger, "ClearmlLogger", "ClearML"), "mlflow": (mlflow_logger, "MlflowLogger", "MLflow")}
 
-# Flags of the official cloud integrations, with their defaults: --entity (W&B), --upload_dataset (Comet),
-# --bbox_interval (W&B, Comet, ClearML image intervals), --artifact_alias (accepted; unused by official too).
-CLOUD_FLAGS = {"entity": None, "upload_dataset": False, "bbox_interval": -1, "artifact_alias": "latest"}
 
-
-def note_ignored_flags(opt, flags=CLOUD_FLAGS, what="cloud logging (Weights & Biases, Comet, ClearML)",
+def note_ignored_flags(values, flags=CLOUD_FLAGS, what="cloud logging (Weights & Biases, Comet, ClearML)",
                        why="is not part of this project"):
-    """One line naming the flags in `flags` that opt sets to something else than their default."""
-    given = [f"--{k} {getattr(opt, k)}" for k, default in flags.items()
-             if getattr(opt, k, default) not in (default, None, "")]
+    """One line naming the flags in `flags` that values (a mapping of flag names to values) sets to something else
+    than their default."""
+    given = [f"--{k} {values[k]}" for k, default in flags.items() if values.get(k, default) not in (default, None, "")]
     if given:
         LOGGER.info(f"{', '.join(given)}: {what} {why}; doing nothing.")
     return given
@@ -68,19 +65,21 @@ class Loggers:
     """One object the trainer calls at fixed points (official's callback names); each sink is optional and a sink's
     failure only warns (once, then it is off)."""
 
-    def __init__(self, save_dir, opt=None, hyp=None, include=LOGGERS, keys=KEYS):
-        """keys: results.csv's columns after 'epoch' (a task's Task.results_keys(); detection's are KEYS)."""
+    def __init__(self, save_dir, options=None, hyp=None, include=LOGGERS, keys=KEYS):
+        """options: LogOptions (None: a run's own files only, no cloud logger); keys: results.csv's columns after
+        'epoch' (a task's Task.results_keys(); detection's are KEYS)."""
         self.save_dir = Path(save_dir)
         self.csv = self.save_dir / "results.csv"
         self.keys = list(keys)
-        self.opt, self.hyp = opt, dict(hyp or {})
-        self.ndjson_console = bool(getattr(opt, "ndjson_console", False))
-        self.ndjson = self.save_dir / "results.ndjson" if getattr(opt, "ndjson_file", False) else None
+        cloud_allowed = options is not None
+        self.options, self.hyp = options or LogOptions(), dict(hyp or {})
+        self.ndjson_console = self.options.ndjson_console
+        self.ndjson = self.save_dir / "results.ndjson" if self.options.ndjson_file else None
         # A new run (--exist-ok) starts its own files: its first row replaces what an earlier run left there; a
         # resumed one appends to them
-        self._replace = set() if getattr(opt, "resume", False) else {self.csv, self.ndjson} - {None}
+        self._replace = set() if self.options.resume else {self.csv, self.ndjson} - {None}
         self.tb = Guarded("TensorBoard")
-        if "tb" in include and not getattr(opt, "evolve", False):
+        if "tb" in include and not self.options.evolve:
             if tensorboard.available():
                 self.tb = start("TensorBoard", tensorboard.EventWriter, self.save_dir)
                 if self.tb:
@@ -92,19 +91,19 @@ class Loggers:
         self.cloud = {}  # name -> Guarded
         not_configured = []
         for name, (module, cls, label) in CLOUD.items():
-            if name not in include or opt is None:
+            if name not in include or not cloud_allowed:
                 continue
             missing = module.configured()
             if missing == "":
-                self.cloud[name] = start(label, getattr(module, cls), opt, self.hyp, self.save_dir)
+                self.cloud[name] = start(label, getattr(module, cls), self.options, self.hyp, self.save_dir)
             elif missing != "not installed":
                 not_configured.append(f"{label} ({missing})")
         if not_configured:
             LOGGER.info(f"{colorstr('Loggers: ')}installed but not configured, so not logging: "
                         f"{'; '.join(not_configured)}")
-        if opt is not None and not any(self.cloud.values()):
-            note_ignored_flags(opt, why="has no active logger (W&B, Comet, ClearML: install and configure one, "
-                                        "see README 'Loggers')")
+        if cloud_allowed and not any(self.cloud.values()):
+            note_ignored_flags(self.options.cloud_flags(), why="has no active logger (W&B, Comet, ClearML: install "
+                                                                "and configure one, see README 'Loggers')")
         self._finished = False
 
     def _each(self, method, *args, **kwargs):
@@ -114,13 +113,12 @@ class Loggers:
     # --------------------------------------------------------------------------------------------- start of training
     def on_pretrain_routine_end(self, data):
         """The run is set up (dataset checked): Comet's --upload_dataset."""
-        if "comet" in self.cloud and not getattr(self.opt, "resume", False):
+        if "comet" in self.cloud and not self.options.resume:
             self.cloud["comet"].call("log_dataset", data)
 
     def on_train_start(self, model, imgsz, plots=True):
         """The model graph, once, before the first step (official: after it, with --noplots off and no SyncBN)."""
-        sync_bn = bool(getattr(self.opt, "sync_bn", False))
-        if self.tb and plots and not sync_bn:
+        if self.tb and plots and not self.options.sync_bn:
             try:
                 tensorboard.log_graph(self.tb.target, model, imgsz)
             except Exception as e:  # noqa: BLE001 - official: one warning; scalars and images still go on
@@ -169,7 +167,7 @@ class Loggers:
 
     def on_model_save(self, last, epoch, final_epoch, best_fitness, fi):
         """Every --save-period epochs (not the final one, as official): last.pt to the loggers that keep models."""
-        period = getattr(self.opt, "save_period", -1)
+        period = self.options.save_period
         if period > 0 and (epoch + 1) % period == 0 and not final_epoch and Path(last).exists():
             self._each("log_checkpoint", Path(last), epoch, fi, best_fitness == fi)
 
@@ -210,7 +208,7 @@ class Loggers:
         self.tb.call("close")
         last, best = Path(last), Path(best)
         model_file = best if best.exists() else last if last.exists() else None
-        if getattr(self.opt, "evolve", False):
+        if self.options.evolve:
             model_file = None
         final = {k: float(v) for k, v in zip(self.keys[3:10], results)}
         self._each("log_images", groups, epoch)

@@ -37,7 +37,7 @@ def configured():
 
 
 class ClearmlLogger:
-    def __init__(self, opt, hyp, save_dir):
+    def __init__(self, options, hyp, save_dir):
         from clearml import Task
         if _offline():
             Task.set_offline(True)
@@ -49,15 +49,15 @@ class ClearmlLogger:
         # setting (sdk.development.report_use_subprocess) has no variable, hence the class attribute it is read into.
         Task._report_subprocess_enabled = False
         self.task = Task.init(
-            project_name="YOLOv5" if str(opt.project).startswith("runs/") else str(opt.project),
-            task_name=opt.name if opt.name != "exp" else "Training", tags=["YOLOv5"],
-            output_uri=None if _offline() else True, reuse_last_task_id=bool(opt.exist_ok),
+            project_name="YOLOv5" if str(options.project).startswith("runs/") else str(options.project),
+            task_name=options.name if options.name != "exp" else "Training", tags=["YOLOv5"],
+            output_uri=None if _offline() else True, reuse_last_task_id=bool(options.exist_ok),
             # scalars are reported here, not captured from TensorBoard; models and plots are reported explicitly
             auto_connect_frameworks={"pytorch": False, "matplotlib": False, "tensorboard": False},
             auto_connect_arg_parser=False)
         self.task.connect(dict(hyp or {}), name="Hyperparameters")
         self.task.connect({k: v if isinstance(v, (int, float, str, bool, type(None))) else str(v)
-                           for k, v in vars(opt).items()}, name="Args")
+                           for k, v in options.flags.items()}, name="Args")
         self.logger = self.task.get_logger()
 
     def log_epoch(self, metrics, epoch, best):

@@ -34,12 +34,12 @@ def configured():
 
 
 class CometLogger:
-    def __init__(self, opt, hyp, save_dir):
+    def __init__(self, options, hyp, save_dir):
         import comet_ml
-        self.comet_ml, self.opt, self.hyp, self.save_dir = comet_ml, opt, dict(hyp or {}), Path(save_dir)
+        self.comet_ml, self.options, self.hyp, self.save_dir = comet_ml, options, dict(hyp or {}), Path(save_dir)
         self.model_name = os.environ.get("COMET_MODEL_NAME", "yolov5")
-        self.save_model = opt.save_period > -1  # official: checkpoints only with --save-period
-        self.upload_dataset = opt.upload_dataset or _flag("COMET_UPLOAD_DATASET")
+        self.save_model = options.save_period > -1  # official: checkpoints only with --save-period
+        self.upload_dataset = options.upload_dataset or _flag("COMET_UPLOAD_DATASET")
         self.log_batch_metrics = _flag("COMET_LOG_BATCH_METRICS")
         self.batch_interval = int(os.environ.get("COMET_BATCH_LOGGING_INTERVAL", "1"))
         kwargs = dict(project_name=os.environ.get("COMET_PROJECT_NAME", "yolov5"), log_code=False,
@@ -53,16 +53,16 @@ class CometLogger:
                 LOGGER.info(f"{PREFIX}no credentials, logging offline (upload later with `comet upload`)")
                 self.experiment = comet_ml.OfflineExperiment(**kwargs)
         e = self.experiment
-        e.set_name(opt.name)
+        e.set_name(options.name)
         e.log_other("Created from", "YOLOv5")
         e.log_parameters({k: v if isinstance(v, (int, float, str, bool, type(None))) else str(v)
-                          for k, v in vars(opt).items()})
+                          for k, v in options.flags.items()})
         e.log_parameters(self.hyp)
         e.log_asset_data(self.hyp, name="hyperparameters.json", metadata={"type": "hyp-config-file"})
         if (self.save_dir / "opt.yaml").is_file():
             e.log_asset(str(self.save_dir / "opt.yaml"), metadata={"type": "opt-config-file"})
-        if Path(str(opt.data)).is_file():
-            e.log_asset(str(opt.data), metadata={"type": "data-config-file"})
+        if Path(str(options.data)).is_file():
+            e.log_asset(str(options.data), metadata={"type": "data-config-file"})
         e.log_others({"comet_mode": os.environ.get("COMET_MODE", "online"), "comet_model_name": self.model_name,
                       "comet_log_batch_metrics": self.log_batch_metrics})
 
@@ -103,8 +103,8 @@ class CometLogger:
 
     def log_checkpoint(self, last, epoch, fitness, best):
         if self.save_model:
-            meta = {"fitness_score": float(fitness), "epochs_trained": epoch + 1, "save_period": self.opt.save_period,
-                    "total_epochs": self.opt.epochs}
+            meta = {"fitness_score": float(fitness), "epochs_trained": epoch + 1,
+                    "save_period": self.options.save_period, "total_epochs": self.options.epochs}
             for f in sorted(Path(last).parent.glob("*.pt")):
                 self.experiment.log_model(self.model_name, file_or_folder=str(f), file_name=f.name, metadata=meta,
                                           overwrite=True)

@@ -32,19 +32,19 @@ class MlflowLogger:
     """Through an MlflowClient and the run's id, not mlflow's module-level active run: that one is per thread, and
     the run's last calls come from another thread (utils/loggers/guard.py call_within)."""
 
-    def __init__(self, opt, hyp, save_dir):
+    def __init__(self, options, hyp, save_dir):
         for k, v in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2"), ("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")):
             os.environ.setdefault(k, v)
         import mlflow
         from mlflow.entities import Param
         self.save_dir = Path(save_dir)
         self.client = client = mlflow.MlflowClient(os.environ["MLFLOW_TRACKING_URI"])
-        project = "YOLOv5" if str(opt.project) == "runs/train" else Path(opt.project).stem
+        project = "YOLOv5" if str(options.project) == "runs/train" else Path(options.project).stem
         name = os.environ.get("MLFLOW_EXPERIMENT_NAME", project)
         experiment = client.get_experiment_by_name(name)
         experiment_id = experiment.experiment_id if experiment else client.create_experiment(name)
         self.run_id = client.create_run(experiment_id, run_name=self.save_dir.name).info.run_id
-        params = {f"opt/{k}": _param(v) for k, v in vars(opt).items()}
+        params = {f"opt/{k}": _param(v) for k, v in options.flags.items()}
         params.update({f"hyp/{k}": _param(v) for k, v in (hyp or {}).items()})
         client.log_batch(self.run_id, params=[Param(k, v) for k, v in params.items()])
         LOGGER.info(f"{PREFIX}logging run {self.run_id} to {os.environ['MLFLOW_TRACKING_URI']}")

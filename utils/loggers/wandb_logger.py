@@ -38,16 +38,17 @@ def project_name(project):
 
 
 class WandbLogger:
-    def __init__(self, opt, hyp, save_dir):
+    def __init__(self, options, hyp, save_dir):
         import wandb
-        self.wandb, self.opt = wandb, opt
-        config = {**vars(opt), "hyp": dict(hyp or {})}
+        self.wandb, self.options = wandb, options
+        config = {**options.flags, "hyp": dict(hyp or {})}
         settings = wandb.Settings(init_timeout=30, silent=True)  # an unreachable service: one timeout, then Guarded
-        self.run = wandb.run or wandb.init(config=config, resume="allow", project=project_name(opt.project),
-                                           entity=opt.entity, name=opt.name if opt.name != "exp" else None,
+        self.run = wandb.run or wandb.init(config=config, resume="allow", project=project_name(options.project),
+                                           entity=options.entity,
+                                           name=options.name if options.name != "exp" else None,
                                            job_type="Training", allow_val_change=True, settings=settings)
         # --bbox_interval -1: every tenth of the run (official), every epoch for short runs
-        self.bbox_interval = opt.bbox_interval if opt.bbox_interval != -1 else max(opt.epochs // 10, 1)
+        self.bbox_interval = options.bbox_interval if options.bbox_interval != -1 else max(options.epochs // 10, 1)
 
     def log_epoch(self, metrics, epoch, best):
         if best:
@@ -66,8 +67,9 @@ class WandbLogger:
     def log_checkpoint(self, last, epoch, fitness, best):
         """--save-period: last.pt as an artifact with the official metadata and aliases."""
         art = self.wandb.Artifact(f"run_{self.run.id}_model", type="model", metadata={
-            "original_url": str(last.parent), "epochs_trained": epoch + 1, "save period": self.opt.save_period,
-            "project": str(self.opt.project), "total_epochs": self.opt.epochs, "fitness_score": float(fitness)})
+            "original_url": str(last.parent), "epochs_trained": epoch + 1, "save period": self.options.save_period,
+            "project": str(self.options.project), "total_epochs": self.options.epochs,
+            "fitness_score": float(fitness)})
         art.add_file(str(last), name="last.pt")
         self.run.log_artifact(art, aliases=["latest", "last", f"epoch {epoch + 1}"] + (["best"] if best else []))
         LOGGER.info(f"{PREFIX}saving model artifact on epoch {epoch + 1}")
