@@ -6,6 +6,7 @@ from typing import Any, Optional
 import numpy as np
 
 from utils import backend
+from utils.checkpoint.run_options import typed_options
 from utils.distributed import DistContext
 from utils.plot_jobs import PlotJobs
 from utils.tasks import Task
@@ -66,13 +67,13 @@ class RunOptions:
 class FastPaths:
     """This project's speed flags, read once: --multi_tensor_optimizer (multi-tensor optimizer step, EMA update and
     gradient-clip norm) and --bbox_iou_optim (the fused CIoU of the loss)."""
-    multi_tensor: bool = False
-    fused_iou: bool = False
+    multi_tensor: bool = field(default=False, metadata={"flag": "multi_tensor_optimizer"})
+    fused_iou: bool = field(default=False, metadata={"flag": "bbox_iou_optim"})
 
     @classmethod
-    def from_opt(cls, opt):
-        return cls(multi_tensor=bool(getattr(opt, "multi_tensor_optimizer", False)),
-                   fused_iou=bool(getattr(opt, "bbox_iou_optim", False)))
+    def of(cls, flags):
+        """From the run's RecordedFlags (a script without one of the flags: off)."""
+        return typed_options(cls, flags)
 
 
 @dataclass
