@@ -1,7 +1,5 @@
 """A tiny training for the engine tests: a two-conv model, a fixed loader of 8x8 batches and a made-up loss, run by
 the real TrainLoop in milliseconds (no dataset, no detector)."""
-import types
-
 import numpy as np
 
 from utils import backend
@@ -55,10 +53,10 @@ def tiny_parts(epochs=3, nb=4, batch_size=2, state=None, model=None, hyp=HYP, em
     schedule = Schedule.from_hyp(hyp, [g["initial_lr"] for g in optimizer.param_groups], epochs, nb, batch_size)
     for g, lr in zip(optimizer.param_groups, schedule.epoch_lrs(0)):
         g["lr"] = lr
-    opt = types.SimpleNamespace(data="", epochs=epochs, batch_size=batch_size)  # what the checkpoint's opt holds
+    flags = RecordedFlags({"data": "", "epochs": epochs, "batch_size": batch_size})  # what the checkpoint's opt holds
     return TrainingParts(model=model, optimizer=optimizer, compute_loss=fake_loss, train_loader=loader,
                          schedule=schedule, device=device, epochs=epochs, ema=ModelEMA(model) if ema else None,
-                         state=state or TrainingState(), recorded_opt=official_opt(RecordedFlags.of(opt), hyp), hyp=dict(hyp),
+                         state=state or TrainingState(), recorded_opt=official_opt(flags, hyp), hyp=dict(hyp),
                          opt_hyp=dict(hyp), nc=2,
                          names={0: "a", 1: "b"}, **kw)
 
