@@ -1,7 +1,8 @@
 """Which backend to use, decided without importing one: a CUDA GPU means OneFlow, a CPU-only machine PyTorch.
 
-Kept apart from utils/backend/ (which imports the chosen framework at import time) so that the rule can be read,
-tested and asked from a shell before any framework is installed:
+The rule only: utils/backend/selection.py owns the choice (it reads YOLO_BACKEND and calls choose_backend). Kept apart
+from utils/backend/ (which imports the chosen framework at import time) so that the rule can be read, tested and
+asked from a shell before any framework is installed:
 
     python3 utils/backend_choice.py      # prints 'oneflow' or 'torch' for this machine (the Makefile's default)
 """

@@ -11,7 +11,7 @@ and what it takes (a typo such as YOLO_QUIET=yes used to mean 0 without a word).
 unset, for every variable: the default (an empty YOLO_CACHE_DIR used to cache into the working folder).
 
 docs/settings.md's table of these variables is ``markdown_table()`` (``python -m utils.settings`` prints it; a test
-keeps the two equal). The framework-free backend rule (utils/backend_choice.py) names YOLO_BACKEND in its messages only.
+keeps the two equal). YOLO_BACKEND is declared here and read by utils/backend/selection.py, the owner of the choice.
 No framework import here (only utils/errors.py, which imports nothing): every layer may read its settings.
 """
 import os
@@ -186,14 +186,6 @@ def markdown_table():
     rows = ["| Variable | Values | Default | Meaning |", "|---|---|---|---|"]
     rows += [f"| `{s.name}` | {s.type} | {_shown_default(s)} | {s.meaning} |" for s in SETTINGS]
     return "\n".join(rows) + "\n"
-
-
-def announce_backend_once():
-    """True for the first process of a tree that should print the backend notice (not silenced by YOLO_QUIET)."""
-    if QUIET.get() or BACKEND_ANNOUNCED.get():
-        return False
-    os.environ[BACKEND_ANNOUNCED.name] = "1"  # child processes (dataloader workers, DDP ranks) stay quiet
-    return True
 
 
 if __name__ == "__main__":

@@ -59,6 +59,17 @@ def test_the_package_reexports_the_chosen_module_and_shared_helpers():
     assert backend.IS_TORCH == (backend.BACKEND == "torch") != backend.IS_ONEFLOW
 
 
+def test_the_package_reexports_the_function_set_one_line_per_name():
+    """`name = impl.name` once for each name of api.py, in its order, and for no other name: the names stay in plain
+    sight (no globals().update) and cannot drift from the contract."""
+    lines = [(node.targets[0].id, node.value.attr) for node in ast.parse((PACKAGE / "__init__.py").read_text()).body
+             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute)
+             and isinstance(node.value.value, ast.Name) and node.value.value.id == "impl"]
+    assert all(target == source for target, source in lines), lines
+    assert [target for target, _ in lines] == list(FUNCTION_SET)
+    assert "globals()" not in (PACKAGE / "__init__.py").read_text()
+
+
 def test_every_name_the_project_imports_from_utils_backend_exists():
     """`from utils.backend import X` and `backend.X` keep working for every X used anywhere (tests included)."""
     used = set()

@@ -1,5 +1,7 @@
-"""Choosing the backend once per process: the rule (utils/backend_choice.py, which imports no framework) gives an
-order to try, and the first per-backend module that imports wins. Only utils/backend/__init__.py calls this.
+"""The one owner of the backend choice, made once per process: it reads YOLO_BACKEND (declared in utils/settings.py),
+asks the rule (utils/backend_choice.py, which imports no framework, so the Makefile can ask it from a shell) for an
+order to try, imports the first per-backend module that imports, and prints the one-line notice of what it chose.
+Only utils/backend/__init__.py calls this.
 
 The choice is made while utils.backend is imported, which the entry scripts do at their top, before their main and
 its one-line error handling (utils/signals.py exit_on_user_error) run. So a bad YOLO_BACKEND (or another setting read
@@ -7,13 +9,14 @@ during that import) would end the script with the import machinery's traceback; 
 nothing catches is printed as the one line that handler prints, and the exit status is 1 as for any uncaught error.
 Code that catches it (a test, a user's own fallback) sees the exception as before."""
 import importlib
+import os
 import sys
 from pathlib import Path
 
 from utils.backend.common import installed
 from utils.backend_choice import BACKEND_NAMES, BackendError, choose_backend, gpu_seen_here
 from utils.errors import UserError, one_line
-from utils.settings import BACKEND, HOST_MALLOC, QUIET
+from utils.settings import BACKEND, BACKEND_ANNOUNCED, HOST_MALLOC, QUIET
 
 # The settings read while utils.backend is imported (here, in host_memory.keep_freed_memory and in the backend
 # notice): checked first, so that a bad value gets the same one line as a bad YOLO_BACKEND.
@@ -64,3 +67,12 @@ def _one_line_if_uncaught():
         print(f"{prog}: {one_line(value, prog)}", file=sys.stderr, flush=True)
 
     sys.excepthook = hook
+
+
+def announce_backend_once(name, version, why):
+    """The notice of the choice on stderr, printed by the first process of a tree (its dataloader workers and DDP
+    ranks inherit the marker and stay quiet), unless YOLO_QUIET=1."""
+    if QUIET.get() or BACKEND_ANNOUNCED.get():
+        return
+    os.environ[BACKEND_ANNOUNCED.name] = "1"
+    print(f"YOLOv5 backend: {name} {version} ({why}; set YOLO_BACKEND=oneflow|torch to choose)", file=sys.stderr)
