@@ -16,7 +16,7 @@ The merge (SAHI's postprocess): greedy non-maximum merging ('nmm', SAHI's GREEDY
 threshold (0.5), per class unless class_agnostic. Greedy NMM: the best remaining box takes every box that matches it
 (metric >= threshold) and merges in, best first, each one that still matches the growing merged box (metric >=
 threshold): union box, highest score, the class of the higher-scoring box (of the merged-in one on a tie). Ties of
-score are ordered by x1, y1, x2, y2, as SAHI orders them. Numpy only; the scripts' flags are added_slice_flags'."""
+score are ordered by x1, y1, x2, y2, as SAHI orders them. Numpy only; the scripts' --slice flags are add_slice_flags'."""
 from dataclasses import dataclass
 
 import numpy as np
@@ -194,3 +194,53 @@ def merge_detections(det, settings):
             groups.append([int(idx[keep]), *merged])
     order = np.argsort(-np.array([r[4] for r in rows]), kind="stable")
     return np.stack([rows[i] for i in order]).astype(np.float32), [groups[i] for i in order]
+
+
+LOW_CONFIDENCE = 0.1  # SAHI's LOW_MODEL_CONFIDENCE: below it merging would grow boxes out of many faint ones
+
+
+def for_confidence(settings, conf_thres):
+    """SAHI's rule for a low confidence threshold (validation's 0.001): below 0.1 a merge other than NMS becomes
+    NMS with IoU matching (SAHI's force_postprocess_type=False). Returns (settings, a line saying so or None)."""
+    if conf_thres >= LOW_CONFIDENCE or settings.merge == "nms":
+        return settings, None
+    from dataclasses import replace
+    return replace(settings, merge="nms", metric="iou"), (
+        f"slice merge {settings.merge}/{settings.metric} at confidence {conf_thres} < {LOW_CONFIDENCE} merges faint "
+        "boxes into large ones: merging by NMS/IoU instead, as SAHI does (pass --slice-merge nms to say so)")
+
+
+def add_slice_flags(parser):
+    """--slice and its settings, shared by detect.py, segment/predict.py and val.py (docs/sliced-inference.md)."""
+    parser.add_argument("--slice", nargs="+", type=int, default=None, metavar="SIZE",
+                        help="sliced inference: tiles of SIZE (or H W) image pixels (SAHI slice_height/width); "
+                             "off without it")
+    parser.add_argument("--slice-overlap", nargs="+", type=float, default=[0.2], metavar="RATIO",
+                        help="overlap of neighbouring tiles as a ratio of the slice, in [0, 1) (or H W ratios; "
+                             "SAHI overlap_height/width_ratio)")
+    parser.add_argument("--slice-no-full", action="store_true",
+                        help="no full-image pass besides the tiles (SAHI perform_standard_pred=False)")
+    parser.add_argument("--slice-merge", default="nmm", choices=MERGES,
+                        help="merge of the tiles' boxes: greedy merging or suppression (SAHI postprocess_type "
+                             "GREEDYNMM, NMS)")
+    parser.add_argument("--slice-match", default="ios", choices=METRICS,
+                        help="box overlap for the merge (SAHI postprocess_match_metric IOS, IOU)")
+    parser.add_argument("--slice-match-thres", type=float, default=0.5,
+                        help="overlap at which boxes merge (SAHI postprocess_match_threshold)")
+    parser.add_argument("--slice-agnostic", action="store_true",
+                        help="merge boxes of different classes too (SAHI postprocess_class_agnostic)")
+    parser.add_argument("--slice-batch", type=int, default=16, help="tiles per model call")
+
+
+def settings_from_flags(slice=None, slice_overlap=0.2, slice_no_full=False, slice_merge="nmm", slice_match="ios",
+                        slice_match_thres=0.5, slice_agnostic=False, slice_batch=16):
+    """The scripts' --slice* values (their run() keywords) -> SliceSettings, or None when --slice is not given."""
+    if slice is None or (isinstance(slice, (list, tuple)) and not slice):
+        return None
+    return SliceSettings.of(slice, slice_overlap, full_image=not slice_no_full, merge=slice_merge,
+                            metric=slice_match, threshold=slice_match_thres, class_agnostic=slice_agnostic,
+                            batch=slice_batch)
+
+
+SLICE_DEFAULTS = dict(slice=None, slice_overlap=0.2, slice_no_full=False, slice_merge="nmm", slice_match="ios",
+                      slice_match_thres=0.5, slice_agnostic=False, slice_batch=16)  # the flags' defaults, by keyword

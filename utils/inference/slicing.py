@@ -19,7 +19,7 @@ from utils.img_size import make_divisible
 from utils.inference.steps import preprocess, to_original
 from utils.log import LOGGER
 from utils.nms import non_max_suppression
-from utils.tiles import fits_one_tile, merge_detections, shift_boxes, tile_grid
+from utils.tiles import fits_one_tile, for_confidence, merge_detections, shift_boxes, tile_grid
 
 
 def _static_input(model):
@@ -41,11 +41,15 @@ def autoshape_hw(hw, imgsz, stride):
 
 class SlicedPredictor:
     """Sliced detection with a DetectMultiBackend (any format). imgsz: the long side each tile is inferred at
-    (SAHI's image_size); the NMS settings are detect.py's, applied per tile; settings: a utils.tiles.SliceSettings.
+    (SAHI's image_size); the NMS settings are detect.py's, applied per tile; settings: a utils.tiles.SliceSettings
+    (below confidence 0.1 a merge other than NMS becomes NMS/IoU, as SAHI does, said once).
     predict(im0) -> merged (n, 6) numpy detections in im0 pixels."""
 
     def __init__(self, model, imgsz, settings, conf_thres=0.25, iou_thres=0.45, classes=None, agnostic=False,
                  max_det=1000, augment=False, multi_label=False):
+        settings, note = for_confidence(settings, conf_thres)
+        if note:
+            LOGGER.warning(f"WARNING: {note}")
         self.model, self.imgsz, self.settings = model, imgsz, settings
         self.nms = dict(conf_thres=conf_thres, iou_thres=iou_thres, classes=classes, agnostic=agnostic,
                         max_det=max_det, multi_label=multi_label)
@@ -105,8 +109,12 @@ class SlicedPredictor:
             found.append(d[(d[:, 2] > d[:, 0]) & (d[:, 3] > d[:, 1])])
         return np.concatenate(found, 0) if found else np.zeros((0, 6), np.float32)
 
+    def merge(self, raw):
+        """predict_raw's rows -> merged (n, 6) float32 [xyxy, conf, cls], best first."""
+        return merge_detections(raw, self.settings)[0]
+
     def predict(self, im0):
         """im0: a BGR uint8 (H, W, 3) image -> merged (n, 6) float32 [xyxy, conf, cls] in im0 pixels, best first."""
-        return merge_detections(self.predict_raw(im0), self.settings)[0]
+        return self.merge(self.predict_raw(im0))
 
     __call__ = predict
