@@ -85,7 +85,7 @@ def threads(n):
 
 
 def train_steps(cfg, bs, img, variants):
-    from benchmarks.speed import make_train_step
+    from benchmarks.speed_steps import make_train_step
     dev = torch.device("cpu")
     steps = {}
     for name in variants:
@@ -97,7 +97,7 @@ def train_steps(cfg, bs, img, variants):
 
 
 def val_forwards(cfg, bs, img, variants):
-    from benchmarks.speed import _build_model
+    from benchmarks.speed_kernels import build_model as _build_model
     dev = torch.device("cpu")
     g = torch.Generator().manual_seed(0)
     x = torch.rand(bs, 3, img, img, generator=g)

@@ -8,7 +8,7 @@ The step is yolov5s (--cfg) at --img on synthetic data made on the device (uint8
 uint8 -> float conversion, forward and loss under the trainer's default precision (fp16 autocast with the
 GradScaler on CUDA, fp32 on the CPU), backward, unscale, clip at 10, optimizer step, EMA update. The optimizer and
 EMA run every step here (the trainers run them every 64 / batch steps). This project's step is
-benchmarks/speed.make_train_step with the seed's flags on or off (its loss read-back every 10 steps is not part of
+benchmarks/speed_steps.make_train_step with the seed's flags on or off (its loss read-back every 10 steps is not part of
 it); the official step is the one its train.py runs, with the per-step progress-bar read of the mean losses
 (a host sync) that its loop does on rank 0.
 
@@ -106,7 +106,7 @@ def measure(step, dev, warmup=5, iters=5):
 
 def project_steps(opt, dev):
     sys.path.insert(0, str(ROOT))
-    from benchmarks.speed import make_train_step
+    from benchmarks.speed_steps import make_train_step
     from utils import backend
     from utils.log import LOGGER
     LOGGER.setLevel("WARNING")
