@@ -9,12 +9,15 @@ occlusion between objects. Deterministic for a given seed.
     python data/scripts/make_shapes.py --out ../datasets/shapes          # 300 train + 60 val images, 256 px
     python data/scripts/make_shapes.py --out ../datasets/shapes-seg --segments   # polygon labels (segmentation)
     python data/scripts/make_shapes.py --classify --out ../datasets/shapes-cls   # ImageFolder of object crops
+    python data/scripts/make_shapes.py --small-objects --out ../datasets/shapes-small  # 640 px canvases, up to 24
+                                                   # objects of about 12-32 px each (sliced inference's use case)
 data/shapes.yaml and data/shapes-seg.yaml run this automatically (their `download:` entry) when the folder is missing;
 `make train-demo TASK=classify` makes the classification variant (train/<class>/*.jpg and val/<class>/*.jpg, one crop
 per object).
 """
 import argparse
 import math
+import sys
 from pathlib import Path
 
 import cv2
@@ -87,16 +90,19 @@ def _iou(a, b):
 CIRCLE_VERTICES = 32  # a circle's polygon label
 
 
-def make_image(rng, size=256, max_objects=5, segments=False):
+SMALL_OBJECTS = dict(size=640, max_objects=24, radius=(0.01, 0.025))  # --small-objects: 12-32 px on 640 px
+
+
+def make_image(rng, size=256, max_objects=5, segments=False, radius=(0.06, 0.2)):
     """One image and its labels [(cls, xc, yc, w, h) normalized], or with segments [(cls, x1, y1, x2, y2, ...)]:
     each shape's outline, normalized and clipped to the image (the random draws are the same either way, so the
-    images are too)."""
+    images are too). radius: the range of an object's radius as a fraction of the image side."""
     im = _background(rng, size)
     boxes, labels = [], []
     for _ in range(int(rng.integers(1, max_objects + 1))):
         for _try in range(20):
             cls = int(rng.integers(0, len(NAMES)))
-            r = rng.uniform(0.06, 0.2) * size
+            r = rng.uniform(*radius) * size
             cx, cy = rng.uniform(r * 0.7, size - r * 0.7, 2)  # may touch the border (cut off a little)
             angle = rng.uniform(0, 2 * math.pi)
             kind = NAMES[cls].split()[1]
@@ -136,16 +142,16 @@ def make_image(rng, size=256, max_objects=5, segments=False):
     return im, labels
 
 
-def make_shapes(out, n_train=300, n_val=60, size=256, seed=0, segments=False):
+def make_shapes(out, n_train=300, n_val=60, size=256, seed=0, segments=False, max_objects=5, radius=(0.06, 0.2)):
     """Write out/images/{train,val}/*.jpg and out/labels/{train,val}/*.txt (polygon labels with segments). Returns
-    the output Path."""
+    the output Path. max_objects, radius: see make_image (SMALL_OBJECTS: large canvases with small objects)."""
     out = Path(out)
     for split, n, s in (("train", n_train, seed), ("val", n_val, seed + 1000003)):
         rng = np.random.default_rng(s)
         (out / "images" / split).mkdir(parents=True, exist_ok=True)
         (out / "labels" / split).mkdir(parents=True, exist_ok=True)
         for i in range(n):
-            im, labels = make_image(rng, size, segments=segments)
+            im, labels = make_image(rng, size, max_objects, segments=segments, radius=radius)
             name = f"{split}_{i:05d}"
             cv2.imwrite(str(out / "images" / split / f"{name}.jpg"), im, [cv2.IMWRITE_JPEG_QUALITY, 92])
             with open(out / "labels" / split / f"{name}.txt", "w") as f:
@@ -186,8 +192,17 @@ if __name__ == "__main__":
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--segments", action="store_true", help="polygon labels (segmentation) instead of boxes")
     p.add_argument("--classify", action="store_true", help="an ImageFolder of object crops (scenes: --train/--val)")
+    p.add_argument("--small-objects", action="store_true",
+                   help=f"large canvases with small objects: --img {SMALL_OBJECTS['size']} unless given, up to "
+                        f"{SMALL_OBJECTS['max_objects']} objects of radius {SMALL_OBJECTS['radius'][0]}-"
+                        f"{SMALL_OBJECTS['radius'][1]} of the side")
     a = p.parse_args()
-    if a.classify:
+    if a.small_objects:
+        size = a.img if "--img" in sys.argv else SMALL_OBJECTS["size"]
+        out = make_shapes(a.out, a.train, a.val, size, a.seed, a.segments, SMALL_OBJECTS["max_objects"],
+                          SMALL_OBJECTS["radius"])
+        print(f"shapes dataset (small objects) written to {out}")
+    elif a.classify:
         print(f"shapes-cls dataset written to {make_shapes_cls(a.out, a.train, a.val, a.img, a.seed)}")
     else:
         print(f"shapes dataset written to {make_shapes(a.out, a.train, a.val, a.img, a.seed, a.segments)}")
