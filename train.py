@@ -8,11 +8,10 @@ Usage - DDP (one process per GPU; --batch-size is the total):
     $ python -m torch.distributed.run --nproc_per_node 2 train.py --data coco128.yaml --batch-size 64 --device 0,1
     $ python -m oneflow.distributed.launch --nproc_per_node 2 train.py --data coco128.yaml --batch-size 64 --device 0,1
 
-This file parses flags, resolves resume/evolve, reads who this process is (utils/distributed: one DistContext, passed down),
-picks its device and hands over to the engine (utils/engine/:
-build_training() makes the parts, TrainLoop runs them with its hooks).
+This file parses flags and checks a new run's model flags; the engine's main() (utils/engine/run.py, the same for
+segment/train.py and classify/train.py) resolves resume/evolve, reads who this process is, picks its device and
+trains (build_training() makes the parts for the task, TrainLoop runs them with its hooks).
 """
-import functools
 import sys
 from pathlib import Path
 
@@ -25,22 +24,14 @@ from utils import signals  # noqa: E402
 if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on is only recorded (utils/signals.py)
     signals.install("train")
 
-from utils.checkpoint.run_options import CONSENT_OPTIONS, without_consent  # noqa: E402
 from utils.cli_flags import (FlagParser, add_amp_flags, add_cache_flag, image_size, nonnegative_int,  # noqa: E402
                              positive_int, run_from_defaults, train_batch_size)
-from utils.distributed import DistContext, process_group  # noqa: E402
-from utils.distributed.launch import training_device  # noqa: E402
+from utils.engine import run as run_main  # noqa: E402
 from utils.engine.errors import TrainingError  # noqa: E402
-from utils.engine.hyp import load_hyp  # noqa: E402
-from utils.engine.run import train  # noqa: E402
-from utils.engine.saved_options import check_saved_options, read_resumed_checkpoint  # noqa: E402
-from utils.engine.seeding import process_seed  # noqa: E402
+from utils.engine.run import TrainScript  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.tasks.detect import DETECT  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
-from utils.evolve import EvolveColumns, evolve  # noqa: E402
-from utils.log import LOGGER  # noqa: E402
-from utils.paths import RunDirError, increment_path  # noqa: E402
 
 
 def make_parser():
@@ -107,69 +98,29 @@ def parse_opt(known=False, args=None):
     return parser.parse_known_args(args)[0] if known else parser.parse_args(args)
 
 
+def check_new_run(opt):
+    """train.py's own checks of a new run's options, before its folder is claimed."""
+    if not (opt.cfg or opt.weights):
+        raise TrainingError("Either --cfg or --weights must be specified")
+    if opt.name == "cfg" and opt.cfg:  # official: --name cfg names the run after the model YAML
+        opt.name = Path(opt.cfg).stem
+
+
+def script(parse=parse_opt, task_for=lambda opt: DETECT, name="train.py", evolve_project=ROOT / "runs/evolve"):
+    """train.py as the engine's main() runs it; segment/train.py is the same with its parse, task and names."""
+    return TrainScript(name=name, parse=parse, task_for=task_for, check_new_run=check_new_run,
+                       evolve_project=evolve_project)
+
+
 def resume_opt(opt, parse=parse_opt):
     """The options of the run being resumed (from its last.pt: this project's or an official ultralytics run's),
-    pointing --weights at that last.pt. Flags the saved options lack take the defaults of parse (the script's
-    parse_opt). Consent flags (--allow-download-scripts) come from this command line only, never from the file."""
-    last, ckpt, saved = read_resumed_checkpoint(opt)
-    if not isinstance(saved, dict) or ckpt.get("optimizer") is None:
-        raise TrainingError(f"--resume: {last} is a finished (stripped) or foreign checkpoint; it cannot be resumed. "
-                            "Use it as --weights to start a new run.")
-    saved = without_consent(saved)
-    save_dir = last.parent.parent
-    new = parse(True, args=[])
-    check_saved_options(saved, vars(new), last)
-    vars(new).update(saved)
-    for k in CONSENT_OPTIONS:  # the person resuming decides, as when the run started
-        setattr(new, k, getattr(opt, k, False))
-    new.resume, new.weights, new.cfg, new.save_dir = True, str(last), "", str(save_dir)
-    hyp_yaml = save_dir / "hyp.yaml"
-    new.hyp = str(hyp_yaml) if hyp_yaml.is_file() else saved.get("hyp")
-    LOGGER.info(f"Resuming from {last}")
-    return new
+    pointing --weights at that last.pt (utils.engine.run.resume_opt)."""
+    return run_main.resume_opt(opt, script(parse))
 
 
-def main(opt, task_for=lambda opt: DETECT, parse=parse_opt, script="train.py", evolve_project=ROOT / "runs/evolve"):
-    """Train (or --evolve) with opt. task_for: opt -> the utils.tasks.Task trained, asked once the options are final
-    (a resumed run's are its last.pt's); parse: the script's parse_opt (its defaults: --resume, evolve's folder);
-    script: the entry script, as --evolve's closing line names it; evolve_project: --evolve's folder when --project
-    is the script's default (official: runs/evolve, segmentation's runs/evolve-seg)."""
-    dist = DistContext.from_env()  # who this process is, decided once here and passed down
-    process_seed(opt.seed, dist)  # a --seed numpy cannot take stops here, before any folder is made
-    if opt.resume and not opt.evolve:
-        opt = resume_opt(opt, parse)
-    else:
-        opt.data, opt.cfg, opt.hyp, opt.weights, opt.project = (str(x) for x in (opt.data, opt.cfg, opt.hyp,
-                                                                                  opt.weights, opt.project))
-        if not (opt.cfg or opt.weights):
-            raise TrainingError("Either --cfg or --weights must be specified")
-        if opt.evolve:
-            if opt.project == str(parse(True, args=[]).project):
-                opt.project = str(evolve_project)
-            opt.exist_ok, opt.resume = opt.resume, False
-        if opt.name == "cfg" and opt.cfg:  # official: --name cfg names the run after the model YAML
-            opt.name = Path(opt.cfg).stem
-        # Making the folder is the claim (two runs started at once get exp and exp2). Only rank 0 claims: the other
-        # DDP ranks never write to the run folder (utils/engine/run_folder.py), so their unclaimed name is never used.
-        try:
-            opt.save_dir = str(increment_path(Path(opt.project) / opt.name, exist_ok=opt.exist_ok,
-                                              mkdir=dist.is_main))
-        except RunDirError as e:
-            raise TrainingError(str(e)) from e
-        opt.resume = False
-
-    device = training_device(opt, dist)  # launch checks, and this rank's GPU under DDP
-    process_group.start(dist, device)  # DDP: process group with its timeout (YOLO_DDP_TIMEOUT), the rank's watchdog
-    if dist.distributed:  # a rank stopped by Ctrl-C/SIGTERM is not a crash: its peers got the signal too (launchers
-        signals.on_stop(process_group.finish)  # forward it) and stop on their own; their watchdogs must not fail them
-    task = task_for(opt)
-    if opt.evolve:
-        evolve(load_hyp(opt.hyp), opt, device, functools.partial(train, dist=dist, task_plugin=task),
-               columns=EvolveColumns.of(task), script=script)
-        return None
-    results = train(opt.hyp, opt, device, dist, task_plugin=task)
-    process_group.finish()  # a goodbye to the peers' watchdogs: this rank's exit from here on is not a crash
-    return results
+def main(opt):
+    """Train, or with --evolve search the hyperparameters (official: runs/evolve, evolve.csv ranked by fitness)."""
+    return run_main.main(opt, script())
 
 
 def run(**kwargs):

@@ -15,12 +15,13 @@ downloads nothing. --model is a classification checkpoint, a detection checkpoin
 classifier, as official) or, beyond official, a detection model YAML (the same cut, from scratch). Beyond official:
 --resume continues a run exactly (optimizer, EMA, epoch, random streams), and --multi_tensor_optimizer.
 
-This file parses flags and resolves --resume; the engine (utils/engine/: classify_build.py makes the parts,
-TrainLoop runs them with its hooks) trains the CLASSIFY task (utils/tasks/classify.py).
+This file parses flags and checks a new run's --data and --model; the engine's main() (utils/engine/run.py, train.py's
+too) resolves --resume, launches and trains the CLASSIFY task (utils/tasks/classify.py: its trainer steps) with
+build_training() and TrainLoop, as it trains detection.
 """
+import os
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -31,19 +32,14 @@ from utils import signals  # noqa: E402
 if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on is only recorded (utils/signals.py)
     signals.install("train")
 
-from utils.checkpoint.run_options import CONSENT_OPTIONS, without_consent  # noqa: E402
+from utils.classify.training import check_model_arg, dataset_splits, split_classes  # noqa: E402
 from utils.cli_flags import (FlagParser, add_amp_flags, add_cache_flag, add_workers_flag, image_size,  # noqa: E402
                              positive_int, run_from_defaults)
-from utils.distributed import DistContext, process_group  # noqa: E402
-from utils.distributed.launch import training_device  # noqa: E402
-from utils.engine.classify_build import (build_classification_training, check_model_arg, dataset_splits,  # noqa: E402
-                                         split_classes)
+from utils.engine import run as run_main  # noqa: E402
 from utils.engine.errors import TrainingError  # noqa: E402
-from utils.engine.run import train  # noqa: E402
-from utils.engine.saved_options import check_saved_options, read_resumed_checkpoint  # noqa: E402
-from utils.engine.seeding import process_seed  # noqa: E402
+from utils.engine.parts import RunOptions  # noqa: E402
+from utils.engine.run import TrainScript  # noqa: E402
 from utils.log import LOGGER  # noqa: E402
-from utils.paths import RunDirError, increment_path  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.tasks.classify import CLASSIFY  # noqa: E402
@@ -85,62 +81,45 @@ def parse_opt(known=False, args=None):
     return parser.parse_known_args(args)[0] if known else parser.parse_args(args)
 
 
-def resume_opt(opt):
-    """The options of the classification run being resumed, from its last.pt, with --weights pointing at it."""
-    last, ckpt, saved = read_resumed_checkpoint(opt)
-    model = ckpt.get("model") if isinstance(ckpt, dict) else None
-    kind = str(model.get("class", "")) if hasattr(model, "get") else ""
-    if not isinstance(saved, dict) or ckpt.get("optimizer") is None or not kind.endswith("ClassificationModel"):
-        raise TrainingError(f"--resume: {last} is a finished (stripped) or foreign checkpoint; it cannot be resumed. "
-                            "Use it as --model to start a new run.")
-    saved = without_consent(saved)
-    new = parse_opt(True, args=[])
-    check_saved_options({k: v for k, v in saved.items() if k != "optimizer"}, vars(new), last)  # + RMSProp:
-    if saved.get("optimizer") not in OPTIMIZERS:
-        raise TrainingError(f"--resume: {last}: its saved option optimizer={saved.get('optimizer')!r} is not one of "
-                            f"{', '.join(OPTIMIZERS)}; the checkpoint was edited or damaged.")
-    vars(new).update({k: v for k, v in saved.items() if k in vars(new)})
-    for k in CONSENT_OPTIONS:
-        if hasattr(opt, k):
-            setattr(new, k, getattr(opt, k))
-    new.resume, new.weights, new.save_dir = True, str(last), str(last.parent.parent)
-    LOGGER.info(f"Resuming from {last}")
-    return new
+def run_options(opt):
+    """The RunOptions of classification: official min(os.cpu_count() - 1, --workers) loader workers, no early stop;
+    the detection flags it lacks (--rect, --sync-bn, --evolve, --image-weights...) keep RunOptions' defaults."""
+    workers = max(min((os.cpu_count() or 1) - 1, opt.workers), 0)
+    return RunOptions(workers=workers, nosave=bool(opt.nosave), patience=0)  # official classification: no patience
 
 
-def main(opt):
-    dist = DistContext.from_env()
-    process_seed(opt.seed, dist)  # a --seed numpy cannot take stops here, before any folder is made
-    if opt.resume:
-        opt = resume_opt(opt)
-    else:
-        opt.data, opt.model, opt.project = str(opt.data), str(opt.model), str(opt.project)
-        opt.weights = ""
-        split_classes(*dataset_splits(opt.data)[1:])  # bad --data or --model: one line, before any run folder
-        check_model_arg(opt.model)
-        try:  # making the folder is the claim; only rank 0 writes to it
-            opt.save_dir = str(increment_path(Path(opt.project) / opt.name, exist_ok=opt.exist_ok,
-                                              mkdir=dist.is_main))
-        except RunDirError as e:
-            raise TrainingError(str(e)) from e
-        opt.resume = False
-    # the launch checks read detection's flags too: classification has no SyncBN, --evolve or --image-weights
-    launch = SimpleNamespace(**vars(opt), sync_bn=False, evolve=None, image_weights=False)
+def check_new_run(opt):
+    """Bad --data or --model: one line, before any run folder. A new run starts from --model, not --weights."""
+    opt.weights = ""
+    split_classes(*dataset_splits(opt.data)[1:])
+    check_model_arg(opt.model)
+
+
+def check_batch_size(opt):
     if opt.batch_size == -1:
         raise TrainingError("--batch-size -1: AutoBatch is not supported for classification (as official); give a "
                             "batch size.")
-    device = training_device(launch, dist)
-    process_group.start(dist, device)
-    if dist.distributed:
-        signals.on_stop(process_group.finish)
-    results = train(None, opt, device, dist, task_plugin=CLASSIFY, build=build_classification_training)
-    process_group.finish()
-    if dist.is_main:
-        best = Path(opt.save_dir) / "weights" / "best.pt"
-        LOGGER.info(f"\nPredict:         python classify/predict.py --weights {best} --source im.jpg"
-                    f"\nValidate:        python classify/val.py --weights {best} --data {opt.data}"
-                    f"\nExport:          python export.py --weights {best} --include onnx")
-    return results
+
+
+def print_next_steps(opt):
+    best = Path(opt.save_dir) / "weights" / "best.pt"
+    LOGGER.info(f"\nPredict:         python classify/predict.py --weights {best} --source im.jpg"
+                f"\nValidate:        python classify/val.py --weights {best} --data {opt.data}"
+                f"\nExport:          python export.py --weights {best} --include onnx")
+
+
+SCRIPT = TrainScript(name="classify/train.py", parse=parse_opt, task_for=lambda opt: CLASSIFY, run_options=run_options,
+                     start_flag="--model", model_kind="ClassificationModel", optimizers=OPTIMIZERS,
+                     check_new_run=check_new_run, check=check_batch_size, after_training=print_next_steps)
+
+
+def resume_opt(opt):
+    """The options of the classification run being resumed, from its last.pt, with --weights pointing at it."""
+    return run_main.resume_opt(opt, SCRIPT)
+
+
+def main(opt):
+    return run_main.main(opt, SCRIPT)
 
 
 def run(**kwargs):

@@ -28,8 +28,9 @@ from utils import signals  # noqa: E402
 if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on is only recorded (utils/signals.py)
     signals.install("train")
 
-import train as detection_train  # noqa: E402  (the flags, --resume and the launch, shared with train.py)
+import train as detection_train  # noqa: E402  (the flags and new-run checks, shared with train.py)
 from utils.cli_flags import run_from_defaults  # noqa: E402
+from utils.engine import run as run_main  # noqa: E402  (the one main() of the training scripts)
 from utils.engine.errors import TrainingError  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
@@ -60,8 +61,8 @@ def main(opt):
     if opt.quad:  # before the run folder is made
         raise TrainingError("--quad is not available for segmentation (official segment/train.py --quad fails on its "
                             "first batch: detection's quad collate cannot take the masks); train without --quad.")
-    return detection_train.main(opt, task_for=task_for, parse=parse_opt, script="segment/train.py",
-                                evolve_project=ROOT / "runs/evolve-seg")
+    return run_main.main(opt, detection_train.script(parse=parse_opt, task_for=task_for, name="segment/train.py",
+                                                     evolve_project=ROOT / "runs/evolve-seg"))
 
 
 def run(**kwargs):

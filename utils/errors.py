@@ -47,6 +47,12 @@ class UserError(Exception):
         super().__init__(*args)
 
 
+
+class TrainingError(UserError, RuntimeError):
+    """A training that cannot start or go on, with a message that says what to do. Defined here, in the base layer,
+    because the tasks' own training steps (utils/classify/training.py) raise it as the engine does; the engine's
+    utils/engine/errors.py hands out the same class."""
+
 def one_line(e, prog=""):
     """An error's message as one line, without a leading '<prog>: ' it already carries (a dataset error raised
     with the loader's 'val: ' prefix under val.py printed 'val: val: ...'), and without the worker's traceback that

@@ -75,7 +75,7 @@ def test_extra_val_folder_is_one_line_naming_it(folder):
 
 def test_trainer_checks_the_splits_before_the_run_folder(folder, tmp_path):
     from classify import train
-    from utils.engine.classify_build import split_classes
+    from utils.classify.training import split_classes
     from utils.engine.errors import TrainingError
     assert split_classes(folder / "train", folder / "val")[0] == CLASSES
     _write(folder / "val" / "dog" / "d.png", 9)
@@ -86,7 +86,7 @@ def test_trainer_checks_the_splits_before_the_run_folder(folder, tmp_path):
 
 
 def test_resume_refuses_changed_classes():
-    from utils.engine.classify_build import check_resumed_classes
+    from utils.classify.training import check_resumed_classes
     from utils.engine.errors import TrainingError
     check_resumed_classes(SimpleNamespace(names={0: "ant", 1: "bee"}), ["ant", "bee"], "last.pt")
     with pytest.raises(TrainingError, match="new: 'cat'"):

@@ -95,7 +95,7 @@ def test_final_validation_draws_test_images_of_the_first_batch(tmp_path, monkeyp
 def test_cutoff_classifier_from_yaml(cutoff):
     from models.tasks import Classify
     from utils.backend import torch
-    from utils.engine.classify_build import classification_model
+    from utils.classify.training import classification_model
     opt = Namespace(model="yolov5n.yaml", cutoff=cutoff, pretrained=True, dropout=0.2)
     model = classification_model(opt, nc=5)
     n = cutoff or 10
@@ -111,7 +111,7 @@ def test_cutoff_classifier_from_yaml(cutoff):
 def test_cutoff_from_detection_checkpoint_and_head_resize(yolov5n_pt):
     from models.experimental import attempt_load
     from models.tasks import ClassificationModel
-    from utils.engine.classify_build import classification_model, reshape_classifier_output
+    from utils.classify.training import classification_model, reshape_classifier_output
     opt = Namespace(model=str(yolov5n_pt), cutoff=None, pretrained=True, dropout=None)
     model = classification_model(opt, nc=3)
     det = attempt_load(yolov5n_pt, fuse=False)
@@ -123,7 +123,7 @@ def test_cutoff_from_detection_checkpoint_and_head_resize(yolov5n_pt):
 
 
 def test_missing_model_and_data_are_one_line(tmp_path):
-    from utils.engine.classify_build import classification_model, dataset_splits
+    from utils.classify.training import classification_model, dataset_splits
     from utils.engine.errors import TrainingError
     with pytest.raises(TrainingError, match="downloads nothing"):
         classification_model(Namespace(model=str(tmp_path / "x-cls.pt"), cutoff=None, pretrained=True,

@@ -1,9 +1,5 @@
 """The training errors whose message is meant for the user: train.py prints the one line and exits 1."""
-from utils.errors import UserError
-
-
-class TrainingError(UserError, RuntimeError):
-    """A training that cannot start or go on, with a message that says what to do."""
+from utils.errors import TrainingError  # noqa: F401  (the one class; the tasks' training steps raise it too)
 
 
 class NonFiniteLossError(TrainingError):

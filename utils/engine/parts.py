@@ -44,7 +44,9 @@ class Precision:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """The train.py flags the loop's hooks act on, typed and read once from the options (the hooks never see opt)."""
+    """The train.py flags that the build, the launch checks and the loop's hooks act on, typed and read once (the
+    hooks never see opt). A training script without one of them (classify/train.py) makes its own RunOptions, where
+    the flag it lacks keeps its default here: no script fakes another's flags."""
     workers: int = 8
     single_cls: bool = False
     noval: bool = False  # validate the final epoch only
@@ -54,13 +56,23 @@ class RunOptions:
     save_period: int = -1  # epochN.pt every this many epochs (< 1: never)
     image_weights: bool = False
     patience: int = 100  # early-stop patience, in epochs without improvement
+    # read by the build only
+    rect: bool = False
+    quad: bool = False
+    multi_scale: bool = False
+    noautoanchor: bool = False
+    sync_bn: bool = False
+    cos_lr: bool = False
 
     @classmethod
     def from_opt(cls, opt):
+        """train.py's (and segment/train.py's) options."""
         return cls(workers=int(opt.workers), single_cls=bool(opt.single_cls), noval=bool(opt.noval),
                    nosave=bool(opt.nosave), noplots=bool(opt.noplots), evolve=bool(opt.evolve),
                    save_period=int(opt.save_period), image_weights=bool(opt.image_weights),
-                   patience=int(opt.patience))
+                   patience=int(opt.patience), rect=bool(opt.rect), quad=bool(opt.quad),
+                   multi_scale=bool(opt.multi_scale), noautoanchor=bool(opt.noautoanchor), sync_bn=bool(opt.sync_bn),
+                   cos_lr=bool(opt.cos_lr))
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,11 @@ cross-entropy with label smoothing, top-1/top-5 validation, and results.csv with
 <split>/loss (val/loss, or test/loss when the dataset validates on test/), metrics/accuracy_top1,
 metrics/accuracy_top5, lr/0. Fitness (best.pt) is the top-1 accuracy.
 
-The engine builds a classification run with utils/engine/classify_build.py (its options, optimizer and schedule
-rules differ from detection's: no warmup, no gradient accumulation, the learning rate linear from lr0 to 0.01 lr0)."""
+Its trainer steps (TrainerSteps, what build_training asks the task) differ from the YOLO detector's as official
+classify/train.py: hyperparameters from the flags (--lr0, --decay, --label-smoothing; momentum 0.9, lrf 0.01), the
+ImageFolder splits, the model --model names (utils/classify/training.py), --imgsz as given, the loss without gains,
+no nominal batch (no warmup, no gradient accumulation, the weight decay as given), opt.yaml = vars(opt)."""
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,9 +21,15 @@ from utils.classify.dataset import IMAGENET_MEAN, IMAGENET_STD, training_loader
 from utils.classify.evaluate import evaluate_classifier
 from utils.classify.loss import ClassificationLoss
 from utils.classify.plots import plot_classification_batch
-from utils.tasks.task import Task
+from utils.classify.training import (check_resumed_classes, classification_model, dataset_splits, recorded_options,
+                                     split_classes)
+from utils.data import EarlyStartLoader
+from utils.distributed.collectives import main_process_first
+from utils.log import LOGGER
+from utils.tasks.task import Task, TrainData, TrainerSteps
 
 LRF = 0.01  # the final learning rate as a fraction of lr0 (official classify/train.py's fixed lrf)
+MOMENTUM = 0.9  # official classify/train.py: smart_optimizer(..., momentum=0.9, ...)
 
 
 def normalize_images(imgs):
@@ -63,10 +72,84 @@ def _no_class_weights(labels, nc):
     return np.ones(nc)
 
 
+def _hyperparameters(opt, hyp=None):
+    """The flags carry them (official classify/train.py has no --hyp)."""
+    return {"lr0": float(opt.lr0), "lrf": LRF, "momentum": MOMENTUM, "weight_decay": float(opt.decay),
+            "label_smoothing": float(opt.label_smoothing)}
+
+
+def _settings_files(opt, hyp):
+    return {"opt.yaml": recorded_options(opt)}  # official: vars(opt), no hyp.yaml
+
+
+def _read_data(opt, dist):
+    """The ImageFolder splits and their one class list (train/'s folders), a list as official models carry it."""
+    root, train_dir, val_dir = dataset_splits(opt.data)
+    names, source = split_classes(train_dir, val_dir)
+    data = {"path": str(root), "train": str(train_dir), "val": str(val_dir), "nc": len(names),
+            "names": dict(enumerate(names))}
+    return TrainData(data=data, nc=len(names), names=list(names), train=train_dir, val=val_dir,
+                     loader_options={"classes": names, "source": source})
+
+
+def _start_model(task, opt, hyp, data, device, ckpt, dist):
+    """A resumed run's model (train/ must still hold its classes), or the one --model names."""
+    if ckpt is not None:
+        model = ckpt["model"]
+        check_resumed_classes(model, data.names, opt.weights)
+        for p in model.parameters():
+            p.requires_grad_(True)
+    else:
+        with main_process_first(dist):
+            model = classification_model(opt, data.nc)
+    model = model.to(device)
+    model.names, model.nc = list(data.names), data.nc  # official: the train folder's classes, as a list
+    if dist.is_main:
+        model.info()  # GFLOPs at 640 px, as official model_info prints them
+        if opt.verbose:
+            LOGGER.info(model)
+        LOGGER.info(f"Training {opt.model} on {data.data['path']} dataset with {data.nc} classes")
+    return model
+
+
+def _input_size(model, imgsz):
+    return imgsz, 32  # --imgsz as given (official classification checks no stride multiple)
+
+
+def _loaders(task, opt, options, hyp, data, imgsz, gs, batch_size, dist):
+    """(train loader, train dataset, val loader or None on other ranks): ImageFolder loaders over the run's class
+    list; options.workers is already official's min(os.cpu_count() - 1, --workers)."""
+    bs = batch_size // dist.world_size
+    with main_process_first(dist):
+        train_loader, dataset = task.build_dataloader(
+            data.train, imgsz=imgsz, batch_size=bs, augment=True, cache=opt.cache, workers=options.workers,
+            shuffle=True, seed=opt.seed, rank=dist.rank if dist.distributed else 0, world_size=dist.world_size,
+            **data.loader_options)
+    val_loader = None
+    if dist.is_main:
+        val_loader = EarlyStartLoader(task.build_dataloader(data.val, imgsz=imgsz, batch_size=bs * 2, augment=False,
+                                                            cache=opt.cache, workers=options.workers,
+                                                            **data.loader_options)[0])
+    return EarlyStartLoader(train_loader), dataset, val_loader
+
+
+def _train_loss(task, opt, model, hyp, data, dataset, imgsz, device, fast, dist):
+    return task.build_loss(model, {**hyp, "world_size": dist.world_size}, False), hyp
+
+
+TRAINER = TrainerSteps(hyperparameters=_hyperparameters, settings_files=_settings_files, read_data=_read_data,
+                       start_model=_start_model, input_size=_input_size, loaders=_loaders, loss=_train_loss,
+                       nominal_batch=None)
+
+
 @dataclass(frozen=True)
 class ClassifyTask(Task):
     """Task with the official classification results columns; val_split names the split validated on."""
     val_split: str = "val"
+
+    def for_options(self, opt):
+        """results.csv names the split validated on: val/loss, or test/loss when the dataset has test/."""
+        return dataclasses.replace(self, val_split=dataset_splits(opt.data)[2].name)
 
     def results_keys(self, n_lr_groups=3):
         return ["train/loss", f"{self.val_split}/loss", "metrics/accuracy_top1", "metrics/accuracy_top5", "lr/0"]
@@ -98,4 +181,5 @@ CLASSIFY = ClassifyTask(
     batch_plots=("train_images.jpg",),
     validate_best=False,
     results_plot=False,
+    trainer=TRAINER,
 )

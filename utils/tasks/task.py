@@ -1,8 +1,49 @@
 """The task plug-in: the fields a task fills and the engine, evaluator, loaders and checkpoint readers call."""
-from dataclasses import dataclass
-from typing import Callable, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Tuple
 
 from utils.checkpoint.kind import check_detection_record
+
+
+NOMINAL_BATCH = 64  # the YOLO detector trainer's nominal batch (utils/engine/schedule.NBS)
+
+
+@dataclass(frozen=True)
+class TrainData:
+    """What one run trains and validates on, as a task's trainer step `read_data` found it."""
+    data: dict  # the dataset dict (path, train, val, nc, names, ...): validation, loggers and checkpoints read it
+    nc: int
+    names: Any  # {index: name} (data YAMLs) or a list (classification's train/ folders, as official)
+    train: Any  # what the train loader reads (a list file or folder of a data YAML, an ImageFolder split)
+    val: Any
+    loader_options: dict = field(default_factory=dict)  # more keywords for both loaders (classification's classes)
+
+
+@dataclass(frozen=True)
+class TrainerSteps:
+    """How a task's trainer differs from the YOLO detector's, step by step, for utils/engine/build.py's
+    build_training(). A step left None is the detector's own (utils/engine/yolo_steps.py), which detection and
+    segmentation use; classification fills every one (utils/tasks/classify.py). Every step is called once per run."""
+    # (opt, hyp as given to build_training) -> the hyperparameter dict (detector: the checked --hyp file)
+    hyperparameters: Optional[Callable] = None
+    # (opt, hyp) -> {file name: dict} written into the run folder; its 'opt.yaml' is what every checkpoint records as
+    # 'opt' (detector: hyp.yaml and official_opt's opt.yaml)
+    settings_files: Optional[Callable] = None
+    read_data: Optional[Callable] = None  # (opt, dist) -> TrainData (detector: the data YAML, --single-cls)
+    # (task, opt, hyp, TrainData, device, last.pt read or None, dist) -> the model on device: a resumed run's (its
+    # classes checked against the data's) or a new one (detector: --cfg / --weights, --freeze)
+    start_model: Optional[Callable] = None
+    input_size: Optional[Callable] = None  # (model, --imgsz) -> (imgsz, grid size) (detector: a stride multiple)
+    # (task, opt, RunOptions, hyp, TrainData, imgsz, gs, total batch size, dist) -> (train loader, train dataset,
+    # val loader or None on other ranks), both loaders EarlyStartLoader-wrapped
+    loaders: Optional[Callable] = None
+    # (task, opt, model, hyp, TrainData, train dataset, imgsz, device, FastPaths, dist) -> (compute_loss, hyp as the
+    # loss uses it) (detector: the loss gains scaled to the head, the class weights attached to the model)
+    loss: Optional[Callable] = None
+    # the images an optimizer step stands for: gradients accumulate up to it, the weight decay is scaled to it and
+    # the first epochs warm up (hyp's warmup_*); None: one step per batch at the epoch's lr, the weight decay as given,
+    # no warmup (official classify/train.py)
+    nominal_batch: Optional[int] = NOMINAL_BATCH
 
 
 @dataclass(frozen=True)
@@ -51,6 +92,12 @@ class Task:
     # results.png from results.csv at the end (official detection and segmentation trainers; classify/train.py
     # draws none)
     results_plot: bool = True
+    # how its trainer differs from the YOLO detector's (None steps: the detector's), see TrainerSteps
+    trainer: TrainerSteps = TrainerSteps()
+
+    def for_options(self, opt):
+        """The task as a run with these options trains it (classification: which split validates); itself here."""
+        return self
 
     def results_keys(self, n_lr_groups=3):
         """results.csv's columns after 'epoch': train losses, metrics, val losses, learning rates."""
