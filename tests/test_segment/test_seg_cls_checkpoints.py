@@ -15,7 +15,8 @@ import pytest
 
 from utils.backend import from_numpy, to_numpy, torch
 from utils.checkpoint import CheckpointError, Half, read_official_pt, save_checkpoint
-from utils.checkpoint.torch_reader import RestrictedUnpickler, StubAttribute
+from utils.checkpoint.pickle_values import StubAttribute
+from utils.checkpoint.unpickler import RestrictedUnpickler
 
 ROOT = Path(__file__).resolve().parents[2]
 REF = Path(os.environ.get("YOLO_REF_DIR", ROOT.parent / "ref" / "yolov5"))

@@ -6,7 +6,7 @@ import collections
 import numpy as np
 
 from utils.checkpoint.records import ModelRecord, from_numpy, model_builder
-from utils.checkpoint.torch_reader import StubObject, TensorData
+from utils.checkpoint.pickle_values import StubObject, TensorData
 
 
 def _is_stub_module(x):
