@@ -9,8 +9,9 @@ Read (``load_checkpoint``, ``load_any``, ``read_official_pt``): PyTorch zip and 
 restricted unpickler that stubs model classes, rebuilds tensors from raw storages and refuses any other global
 (torch_reader, unpickler, pickle_values, materialize), plus the project's earlier 'YOLOv5CK' files
 (legacy_yolov5ck). Stored models come back as :class:`ModelRecord` (records), or as the models a caller's
-``build_models`` callable makes of them: the package knows no model classes (models/from_record.py builds a DetectionModel from a record). Optimizer states
-translate between PyTorch's layout, which files hold, and OneFlow's (optimizer_state, utils/optimizer_layout.py).
+``build_models`` callable makes of them: the package knows no model classes (models/from_record.py builds a
+DetectionModel from a record). Optimizer states translate between PyTorch's layout, which files hold, and OneFlow's
+(optimizer_state, utils/optimizer_layout.py).
 """
 from utils.checkpoint.encoder import Half
 from utils.checkpoint.files import (is_official_pt, is_own_checkpoint, load_any, load_checkpoint, read_official_pt,
