@@ -47,6 +47,9 @@ from utils.inference.outputs import DetectionOutputs, source_names  # noqa: E402
 from utils.inference.detect_writer import DetectionWriter  # noqa: E402
 from utils.inference.predict import predict_and_report  # noqa: E402
 from utils.inference.sources import is_stream, open_source  # noqa: E402
+from utils.inference.slicing import SlicedPredictor  # noqa: E402
+from utils.inference.sliced_writer import SlicedWriter, open_sliced_source  # noqa: E402
+from utils.tiles import add_slice_flags, settings_from_flags  # noqa: E402
 
 
 @inference_mode()
@@ -54,7 +57,9 @@ def run(weights=ROOT / "yolov5s.pt", source=ROOT / "data/images", data=None, img
         iou_thres=0.45, max_det=1000, device="", view_img=False, save_txt=False, save_format=0, save_csv=False,
         save_conf=False, save_crop=False, nosave=False, classes=None, agnostic_nms=False, augment=False,
         visualize=False, update=False, project=ROOT / "runs/detect", name="exp", exist_ok=False, line_thickness=3,
-        hide_labels=False, hide_conf=False, half=False, dnn=False, vid_stride=1):
+        hide_labels=False, hide_conf=False, half=False, dnn=False, vid_stride=1, slice=None, slice_overlap=0.2,
+        slice_no_full=False, slice_merge="nmm", slice_match="ios", slice_match_thres=0.5, slice_agnostic=False,
+        slice_batch=16):
     """Returns the run folder (Path). Its layout: see the module docstring and utils.inference.outputs.OutputNames
     (flat names, or paths relative to the sources' common folder when two sources share a file name)."""
     source = str(source)
@@ -63,8 +68,13 @@ def run(weights=ROOT / "yolov5s.pt", source=ROOT / "data/images", data=None, img
     save_img = not nosave and not source.endswith(".txt")  # ultralytics: .txt sources save labels only
 
     imgsz = list(imgsz) if isinstance(imgsz, (list, tuple)) else [imgsz, imgsz]
+    sliced = settings_from_flags(slice, slice_overlap, slice_no_full, slice_merge, slice_match, slice_match_thres,
+                                 slice_agnostic, slice_batch)  # checked before the model loads: one line if bad
     model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, data=data, imgsz=imgsz)
-    dataset = open_source(source, stream, imgsz, stride=model.stride, auto=model.pt, vid_stride=vid_stride)
+    if sliced is None:
+        dataset = open_source(source, stream, imgsz, stride=model.stride, auto=model.pt, vid_stride=vid_stride)
+    else:  # --slice: each frame at its own size, cut into tiles (docs/sliced-inference.md)
+        dataset = open_sliced_source(source, stream, vid_stride)
     # after the source opened: no empty folders; claiming it gives one line if unwritable
     save_dir = increment_path(Path(project) / name, exist_ok=exist_ok, mkdir=True)
     (save_dir / "labels" if save_txt else save_dir).mkdir(parents=True, exist_ok=True)
@@ -73,6 +83,9 @@ def run(weights=ROOT / "yolov5s.pt", source=ROOT / "data/images", data=None, img
                                sources=source_names(dataset, stream), stream=stream)
     writer = DetectionWriter(outputs, conf_thres, iou_thres, classes, agnostic_nms, max_det, augment,
                              visualize=visualize and model.pt)
+    if sliced is not None:
+        writer = SlicedWriter(writer, SlicedPredictor(model, imgsz, sliced, conf_thres, iou_thres, classes,
+                                                      agnostic_nms, max_det, augment))
     predict_and_report(model, dataset, writer, source, stream, imgsz, save_txt)
     if update:  # as ultralytics: the weights file rewritten stripped (EMA as the model in fp16, no optimizer)
         _strip_weights(weights[0] if isinstance(weights, (list, tuple)) else weights, model.pt)
@@ -90,6 +103,7 @@ def parse_opt(argv=None):
     parser = FlagParser()
     add_predict_flags(parser, weights=ROOT / "yolov5s.pt", data=None, imgsz=640, project=ROOT / "runs/detect",
                       box_files=True, feature_maps=True, opencv_dnn=True)
+    add_slice_flags(parser)
     opt = parser.parse_args(argv)
     opt.imgsz *= 2 if len(opt.imgsz) == 1 else 1  # expand
     return opt

@@ -138,12 +138,31 @@ CLASSIFY_PREDICT = edited(
     imgsz=dict(default=[224]), augment=dict(help=IGNORED), visualize=dict(help=IGNORED), dnn=dict(help=IGNORED),
     project=dict(default=ROOT / "runs/predict-cls"))
 
+# --slice and its settings (utils/tiles.py: add_slice_flags), after a script's own flags in detect.py,
+# segment/predict.py and val.py (docs/sliced-inference.md)
+SLICE = [
+    flag("--slice", nargs="+", type=int, default=None, metavar="SIZE",
+         help="sliced inference: tiles of SIZE (or H W) image pixels (SAHI slice_height/width); off without it"),
+    flag("--slice-overlap", nargs="+", type=float, default=[0.2], metavar="RATIO",
+         help="overlap of neighbouring tiles as a ratio of the slice, in [0, 1) (or H W ratios; SAHI "
+              "overlap_height/width_ratio)"),
+    flag("--slice-no-full", **TRUE, help="no full-image pass besides the tiles (SAHI perform_standard_pred=False)"),
+    flag("--slice-merge", default="nmm", choices=("nmm", "nms"),
+         help="merge of the tiles' boxes: greedy merging or suppression (SAHI postprocess_type GREEDYNMM, NMS)"),
+    flag("--slice-match", default="ios", choices=("ios", "iou"),
+         help="box overlap for the merge (SAHI postprocess_match_metric IOS, IOU)"),
+    flag("--slice-match-thres", type=float, default=0.5,
+         help="overlap at which boxes merge (SAHI postprocess_match_threshold)"),
+    flag("--slice-agnostic", **TRUE, help="merge boxes of different classes too (SAHI postprocess_class_agnostic)"),
+    flag("--slice-batch", type=int, default=16, help="tiles per model call"),
+]
+
 # module: (its expected table, what its parse_opt itself changes in the defaults)
 TABLES = {
     "val": (VAL, {}),
     "segment.val": (SEGMENT_VAL, {}),
     "classify.val": (CLASSIFY_VAL, {}),
-    "detect": (DETECT, dict(imgsz=[640, 640])),
+    "detect": (DETECT + SLICE, dict(imgsz=[640, 640])),
     "segment.predict": (SEGMENT_PREDICT, dict(imgsz=[640, 640])),
     "classify.predict": (CLASSIFY_PREDICT, dict(imgsz=[224, 224])),
 }
