@@ -49,10 +49,10 @@ def parse_opt(known=False, args=None):
 
 def task_for(opt):
     """The SEGMENT task of these options (a resumed run's are its last.pt's)."""
-    ratio = int(getattr(opt, "mask_ratio", 4))
+    ratio = int(opt.mask_ratio)  # a resumed detection last.pt lacks it: parse_opt's default filled it in
     if ratio < 1:
         raise TrainingError(f"--mask-ratio {ratio}: give a downsample ratio of 1 or more (official default 4).")
-    return segment_task(mask_ratio=ratio, overlap=not getattr(opt, "no_overlap", False))
+    return segment_task(mask_ratio=ratio, overlap=not opt.no_overlap)
 
 
 def main(opt):
