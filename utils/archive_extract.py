@@ -20,20 +20,16 @@ a site-packages folder, runs as code the next time Python starts; and a 1.6 MB z
 
 The official layout is kept: coco128.zip holds `coco128/...` and is unpacked into the parent of `path:`, which puts it
 exactly in the dataset folder; an archive whose members are not all under the folder's name goes into the folder
-itself. Framework-free.
+itself. Which folders may receive data, and the disk bound, are utils/data_folders.py's; a download is
+utils/downloads.py's. Framework-free.
 """
 import errno
-import http.client
 import importlib.machinery
 import os
 import shutil
-import site
 import stat
-import sys
 import tarfile
 import tempfile
-import urllib.error
-import urllib.request
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -41,22 +37,20 @@ from pathlib import Path, PurePosixPath
 from typing import Callable, Optional
 
 from utils.atomic_files import remove_stale_temp_files, temp_path_for
+from utils.data_folders import existing_ancestor, human_size, is_inside, on_import_path, real_path, \
+    unsafe_data_folder_reason, write_bound
 from utils.errors import UserError
-from utils.paths import ROOT
 
 MAX_RATIO = 100  # bytes out per byte in: labels compress ~5x, images ~1x; 50 MB of zeros ~1000x
 RATIO_GRACE_BYTES = 1 << 20  # a member (a tar: the whole archive) this small may compress better: harmless
-DISK_SHARE = 0.9  # an archive or a download may fill at most this share of the free space
-MAX_TOTAL_BYTES = None  # an absolute bound on what one archive may write (None: the free space decides)
 CHUNK = 1 << 20
 # Whatever Python imports or runs at start: modules, bytecode, extension modules and site-packages' .pth files
 CODE_SUFFIXES = tuple(sorted({*importlib.machinery.all_suffixes(), ".py", ".pyc", ".pyo", ".pyw", ".pyd", ".pyz",
                               ".so", ".pth"}))
-PROJECT_FOLDERS = ("utils", "models", "data", "segment", "classify", "tests", "benchmarks", "scripts")
 
 
 class ArchiveError(UserError):
-    """An archive could not be unpacked (damaged, the disk full); nothing of it was kept."""
+    """An archive could not be unpacked (damaged, the disk full), or a download failed; nothing of it was kept."""
 
 
 class UnsafeArchive(ArchiveError):
@@ -64,82 +58,12 @@ class UnsafeArchive(ArchiveError):
     or expands past a bound; nothing of it was kept."""
 
 
-# ------------------------------------------------------------------------------------------ where data may go
-def _real(p):
-    return Path(os.path.realpath(p))
-
-
-def _inside(path, folder):
-    return path == folder or folder in path.parents
-
-
-def _python_folders():
-    """(every folder Python imports from, those of them that are the interpreter's own library and site folders).
-    Anything inside the latter is imported or run at start (a .pth file); the others (the project, the current
-    folder, PYTHONPATH) are harmful only for what lands directly in them."""
-    entries = [e for e in sys.path if isinstance(e, str)]
-    site_dirs = []
-    for get in ("getsitepackages", "getusersitepackages"):
-        try:
-            got = getattr(site, get)()
-        except (AttributeError, OSError):  # an old virtualenv's site.py lacks them
-            continue
-        site_dirs += [got] if isinstance(got, str) else list(got)
-    prefixes = {_real(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix) if p}
-    all_folders, library = [], []
-    for e in entries + site_dirs:
-        p = _real(e or os.getcwd())  # '' is the current folder
-        if not p.is_dir():
-            continue
-        all_folders.append(p)
-        if e in site_dirs or any(_inside(p, pre) for pre in prefixes):
-            library.append(p)
-    return all_folders, library
-
-
-def unsafe_data_folder_reason(folder):
-    """Why `folder` may not receive downloaded or unpacked data (text to follow 'the dataset folder X ...'), or None
-    when it may. Reading data from any folder is unaffected."""
-    t, root = _real(folder), _real(ROOT)
-    if t == root:
-        return "is the project folder, where every script imports its modules from"
-    if t in root.parents:
-        return f"holds the project folder {root}"
-    for name in PROJECT_FOLDERS:
-        f = root / name
-        if f.is_dir() and _inside(t, f):
-            return f"is inside the project's own folder {f}"
-    everything, library = _python_folders()
-    for p in library:
-        if _inside(t, p):
-            return f"is inside {p}, a folder Python imports modules and .pth files from"
-    for p in everything:
-        if t == p:
-            return "is a folder Python imports modules from (it is on sys.path)"
-        if t in p.parents:
-            return f"holds {p}, a folder Python imports modules from (it is on sys.path)"
-    return None
-
-
-def _on_import_path(folder):
-    """True when files in `folder` (or below it) could be found by an import: it is the project or inside a folder
-    on sys.path."""
-    t = _real(folder)
-    return _inside(t, _real(ROOT)) or any(_inside(t, p) for p in _python_folders()[0])
-
-
-def _existing_ancestor(p):
-    p = Path(os.path.abspath(p))
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    return p
-
-
+# ------------------------------------------------------------------------------------------ where to stage
 def staging_parent(folder):
     """Where to stage an archive for `folder`: the nearest existing folder above it (the same disk, so files are
     moved by a link, not copied) unless that is on the import path; else the system's temporary folder."""
-    for cand in (_existing_ancestor(Path(folder).parent), Path(tempfile.gettempdir())):
-        if os.access(cand, os.W_OK) and not _on_import_path(cand):
+    for cand in (existing_ancestor(Path(folder).parent), Path(tempfile.gettempdir())):
+        if os.access(cand, os.W_OK) and not on_import_path(cand):
             return cand
     raise ArchiveError(f"no writable folder outside Python's import path to unpack into for {folder}; set TMPDIR "
                        "to one")
@@ -228,7 +152,7 @@ def _plan(members, archive, folder):
         if not parts:  # './' and the like: the folder itself
             continue
         target = root.joinpath(*parts)
-        if not _inside(_real(target), folder):  # realpath follows links already on disk
+        if not is_inside(real_path(target), folder):  # realpath follows links already on disk
             raise _refuse(archive, name, f"would be written outside the dataset folder {folder}")
         if not m.is_dir:
             if is_code_name(parts[-1]):
@@ -244,21 +168,6 @@ def _plan(members, archive, folder):
 
 
 # ------------------------------------------------------------------------------------------ bounds
-def _size(n):
-    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n:,} bytes"
-
-
-def write_bound(folders, max_bytes=None):
-    """(bytes one archive or download may write into `folders`, why): DISK_SHARE of the least free space among
-    their disks, and max_bytes (or MAX_TOTAL_BYTES) when set."""
-    free = min((shutil.disk_usage(_existing_ancestor(f)).free, f) for f in folders)
-    bound, why = int(free[0] * DISK_SHARE), f"{DISK_SHARE:.0%} of the {_size(free[0])} free on the disk of {free[1]}"
-    cap = max_bytes if max_bytes is not None else MAX_TOTAL_BYTES
-    if cap is not None and cap < bound:
-        bound, why = int(cap), "the bound set for one archive"
-    return bound, why
-
-
 class _Budget:
     """Bytes written so far against the bounds, checked before each chunk is written."""
 
@@ -268,7 +177,7 @@ class _Budget:
         self.written = 0
 
     def too_large(self, n):
-        return UnsafeArchive(f"{self.archive}: unpacks to {_size(n)} or more, over {_size(self.bound)} "
+        return UnsafeArchive(f"{self.archive}: unpacks to {human_size(n)} or more, over {human_size(self.bound)} "
                              f"({self.why}); nothing was extracted. Free space, or extract it yourself.")
 
     def spend(self, n):
@@ -278,7 +187,7 @@ class _Budget:
         if self.archive_bytes is not None and self.written > RATIO_GRACE_BYTES and \
                 self.written > self.ratio * max(self.archive_bytes, 1):
             raise UnsafeArchive(f"{self.archive}: unpacks to more than {self.ratio} times its own "
-                                f"{_size(self.archive_bytes)} (a compression bomb?); nothing was extracted.")
+                                f"{human_size(self.archive_bytes)} (a compression bomb?); nothing was extracted.")
 
 
 def _check_declared(plan, budget):
@@ -291,8 +200,8 @@ def _check_declared(plan, budget):
         _check_ratio(m, m.size, budget)
     if budget.archive_bytes is not None and total > RATIO_GRACE_BYTES and \
             total > budget.ratio * max(budget.archive_bytes, 1):
-        raise UnsafeArchive(f"{budget.archive}: declares {_size(total)} unpacked, over {budget.ratio} times its own "
-                            f"{_size(budget.archive_bytes)} (a compression bomb?); nothing was extracted.")
+        raise UnsafeArchive(f"{budget.archive}: declares {human_size(total)} unpacked, over {budget.ratio} times its "
+                            f"own {human_size(budget.archive_bytes)} (a compression bomb?); nothing was extracted.")
 
 
 def _check_ratio(m, n, budget):
@@ -348,7 +257,7 @@ def _refuse_code_left(tmp, archive):
 
 def _make_dirs(d, folder, made):
     """Make d and its missing parents (recorded in made, to be removed on failure); d must be inside folder."""
-    if not _inside(_real(d), folder):  # an existing folder on the way is a link out of the dataset
+    if not is_inside(real_path(d), folder):  # an existing folder on the way is a link out of the dataset
         raise UnsafeArchive(f"{d} is outside the dataset folder {folder} (a link?); nothing was extracted.")
     missing = []
     p = d
@@ -358,7 +267,7 @@ def _make_dirs(d, folder, made):
     for p in reversed(missing):
         p.mkdir()
         made.append(p)
-    if not _inside(_real(d), folder):  # a link on disk, or made meanwhile
+    if not is_inside(real_path(d), folder):  # a link on disk, or made meanwhile
         raise UnsafeArchive(f"{d} is outside the dataset folder {folder} (a link?); nothing was extracted.")
 
 
@@ -419,8 +328,8 @@ _DAMAGED = (zipfile.BadZipFile, zlib.error, EOFError, tarfile.TarError, NotImple
 
 def _disk_error(archive, where, e, written):
     if getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT):
-        return ArchiveError(f"{archive}: the disk of {where} filled up after {_size(written)} unpacked; nothing was "
-                            "kept. Free space and rerun, or extract it yourself elsewhere.")
+        return ArchiveError(f"{archive}: the disk of {where} filled up after {human_size(written)} unpacked; nothing "
+                            "was kept. Free space and rerun, or extract it yourself elsewhere.")
     return ArchiveError(f"{archive}: could not write into {where} ({e.strerror or e}); nothing was kept.")
 
 
@@ -449,7 +358,7 @@ def extract_archive(archive, folder, max_bytes=None, max_ratio=None):
     if why:
         raise UnsafeArchive(f"{archive}: not extracted, because the dataset folder {folder} {why}. Unpack it into a "
                             "folder of its own (the data YAML's 'path:').")
-    real = _real(folder)
+    real = real_path(folder)
     parent = staging_parent(real)
     budget = _Budget(archive, *write_bound({parent, real}, max_bytes), max_ratio or MAX_RATIO)
     handle, members = _open_archive(archive)
@@ -487,44 +396,3 @@ def extract_archive(archive, folder, max_bytes=None, max_ratio=None):
 def safe_extract_zip(archive, folder, **bounds):
     """The zip `archive` into the dataset folder `folder` (extract_archive; kept for its callers)."""
     return extract_archive(archive, folder, **bounds)
-
-
-def download_file(url, dest, max_bytes=None):
-    """Fetch url into the new file dest, counting bytes against the free space (and max_bytes); a partial file never
-    stays. Raises ArchiveError naming what happened: the fetch failed (network, a wrong URL), too large, disk full."""
-    dest = Path(dest)
-    if os.path.lexists(dest):
-        raise ArchiveError(f"{dest} exists already; not downloading {url} over it.")
-    bound, why = write_bound({dest.parent}, max_bytes)
-    tmp = temp_path_for(dest)
-    n = 0
-    try:
-        with urllib.request.urlopen(url) as r, open(tmp, "xb") as out:  # noqa: S310 (a URL the user consented to)
-            declared = r.headers.get("Content-Length") if hasattr(r, "headers") else None
-            if declared and declared.isdigit() and int(declared) > bound:
-                raise ArchiveError(f"{url} is {_size(int(declared))}, over {_size(bound)} ({why}); not downloaded. "
-                                   "Free space, or fetch it yourself.")
-            while True:
-                chunk = r.read(CHUNK)
-                if not chunk:
-                    break
-                n += len(chunk)
-                if n > bound:
-                    raise ArchiveError(f"{url} is over {_size(bound)} ({why}); the download was stopped and removed. "
-                                       "Free space, or fetch it yourself.")
-                out.write(chunk)
-        link_or_copy(tmp, dest)  # never over a file that appeared meanwhile
-    except ArchiveError:
-        raise
-    except urllib.error.URLError as e:  # before OSError: URLError is one
-        raise ArchiveError(f"could not fetch {url} ({getattr(e, 'reason', e)}): download failed.") from None
-    except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise ArchiveError(f"the disk of {dest.parent} filled up after {_size(n)} of {url}; the partial download "
-                               "was removed. Free space and rerun.") from None
-        raise ArchiveError(f"could not fetch {url} into {dest} ({e.strerror or e}): download failed.") from None
-    except (ValueError, http.client.HTTPException) as e:  # a malformed URL, a connection cut short
-        raise ArchiveError(f"could not fetch {url} ({e}): download failed.") from None
-    finally:
-        tmp.unlink(missing_ok=True)
-    return dest

@@ -17,10 +17,11 @@ import os
 import sys
 from pathlib import Path
 
-from utils.archive_extract import (ArchiveError, download_file, extract_archive, staging_parent,
-                                   unsafe_data_folder_reason)
+from utils.archive_extract import ArchiveError, extract_archive, staging_parent
 from utils.atomic_files import temp_path_for
 from utils.child_processes import run_ending_with_parent
+from utils.data_folders import unsafe_data_folder_reason
+from utils.downloads import download_file
 from utils.errors import UserError
 from utils.log import LOGGER, colorstr
 from utils.paths import ROOT, RepoFileNotFound, find_repo_file

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from utils import archive_extract
+from utils import archive_extract, downloads
 from utils.archive_extract import ArchiveError, UnsafeArchive, extract_archive, unsafe_data_folder_reason
 from utils.data.converters import fetch
 from utils.dataset_config import ALLOW_SCRIPTS_ENV, DataFolderRefused, DatasetError, DownloadScriptRefused, \
@@ -281,8 +281,8 @@ def test_overlapping_members_are_refused(tmp_path, src):
 
 # ------------------------------------------------------------------------------------------------ disk full
 def _full_disk(monkeypatch, after, where):
-    """archive_extract's open() for writing ('xb') fails with ENOSPC once `after` bytes are written to files whose
-    path satisfies where(path); returns the list of chunk sizes written."""
+    """archive_extract's and downloads' open() for writing ('xb') fails with ENOSPC once `after` bytes are written to
+    files whose path satisfies where(path); returns the list of chunk sizes written."""
     real_open = open
     written = []
 
@@ -296,6 +296,7 @@ def _full_disk(monkeypatch, after, where):
     def fake_open(file, mode="r", *a, **k):
         return Full(file, mode) if mode == "xb" and where(str(file)) else real_open(file, mode, *a, **k)
     monkeypatch.setattr(archive_extract, "open", fake_open, raising=False)
+    monkeypatch.setattr(downloads, "open", fake_open, raising=False)  # the download's file (utils/downloads.py)
     return written
 
 

@@ -73,7 +73,8 @@ LAYERS = (
                              "utils.img_size", "utils.iou_math", "utils.optimizer_layout", "utils.backend_choice",
                              "utils.atomic_files", "utils.dataset_config", "utils.archive_extract", "utils.run_lock",
                              "utils.memory_limits", "utils.path_names", "utils.yaml_files", "utils.cli_flags",
-                             "utils.child_processes", "utils.evolve_csv", "utils.tiles")),
+                             "utils.child_processes", "utils.evolve_csv", "utils.tiles", "utils.data_folders",
+                             "utils.downloads")),
 )
 
 

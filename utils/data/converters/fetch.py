@@ -6,7 +6,8 @@ folder, and moved into place only when complete."""
 import logging
 from pathlib import Path
 
-from utils.archive_extract import download_file, extract_archive
+from utils.archive_extract import extract_archive
+from utils.downloads import download_file
 
 LOGGER = logging.getLogger("yolov5")  # utils.general's logger, without importing a framework
 
