@@ -71,7 +71,8 @@ class ProgressHook(HookBase):
         loop = self.loop
         if loop.losses_read is not None:
             mem = f"{backend.memory_reserved_gb(loop.parts.device):.3g}G"
-            row = (f"{loop.epoch}/{loop.epochs - 1}", mem, *loop.record.mloss, loop.targets.shape[0], loop.imgs.shape[-1])
+            row = (f"{loop.epoch}/{loop.epochs - 1}", mem, *loop.record.mloss, loop.targets.shape[0],
+                   loop.imgs.shape[-1])
             self.bar.set_description(("%11s" * 2 + "%11.4g" * (len(row) - 2)) % row)
         self.bar.update(1)
 
