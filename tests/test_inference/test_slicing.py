@@ -233,3 +233,25 @@ def test_slice_refuses_a_stream_in_one_line():
     from utils.inference.sliced_writer import open_sliced_source
     with pytest.raises(UserError, match=r"--slice runs on images and videos, not on the stream 0"):
         open_sliced_source("0", stream=True)
+
+
+# ------------------------------------------------------------------------------------------ Detector and AutoShape
+def test_detector_and_hub_model_slice_as_slicedpredictor(yolov5n_pt, coco128_dir):
+    import cv2
+
+    import hubconf
+    from utils.backend import inference_mode, to_numpy
+    from utils.inference import Detector
+    from utils.inference.slicing import SlicedPredictor
+    image = coco128_dir / "images" / "train2017" / "000000000025.jpg"
+    im0 = cv2.imread(str(image))
+    det = Detector(yolov5n_pt, device="cpu", imgsz=320, slice=256)
+    with inference_mode():
+        want = SlicedPredictor(det.model, 320, SliceSettings.of(256)).predict(im0)
+    r = det.predict(str(image))[0]
+    assert len(want) > 0
+    np.testing.assert_allclose(r["boxes"], want[:, :4], atol=1e-4)
+    np.testing.assert_allclose(r["scores"], want[:, 4], atol=1e-6)
+    hub = hubconf.custom(path=str(yolov5n_pt), _verbose=False)
+    got = to_numpy(hub(str(image), size=320, slice=SliceSettings.of(256)).xyxy[0])
+    np.testing.assert_allclose(got, want, atol=1e-3)  # the hub model's own weights (fused the same): same boxes

@@ -6,12 +6,14 @@ and scored by the same DetectionEvaluator as the plain pass; with --save-json, C
 
 The predictions are already in original pixels, so each image is handed to the evaluator as its own input (gain 1,
 no padding) with its labels normalized to it."""
+import json
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 from utils import signals
+from utils.atomic_files import write_text
 from utils.data.media import read_image
 from utils.evaluation.evaluator import TABLE_HEADER
 from utils.evaluation.coco_sizes import ap_by_size
@@ -29,7 +31,7 @@ def run_sliced_validation(sliced, dataset, evaluator, progress=True):
     """Every image of dataset (its im_files and labels) through sliced (a SlicedPredictor), scored by evaluator.
     Returns ((P, R, mAP50, mAP50-95, 0, 0, 0), per-class mAP50-95, (0, inference, merge) ms per image): what val.run
     returns (no losses: the tiles are not the labels' images)."""
-    prof = Profile(sliced.model.device), Profile(sliced.model.device)
+    prof = Profile(sliced.device), Profile(sliced.device)
     files = list(dataset.im_files)
     it = tqdm(range(len(files)), desc=TABLE_HEADER, bar_format="{l_bar}{bar:10}{r_bar}") if progress \
         else range(len(files))
@@ -67,9 +69,33 @@ def validate_sliced(model, imgsz, path, settings, evaluator, conf_thres=0.001, i
 def report_ap_by_size(evaluator, dataset, save_dir):
     """--save-json on a dataset without COCO annotations: its labels as COCO ground truth (written beside the
     predictions), scored by pycocotools, whose summary (AP and AR overall and for small, medium and large objects)
-    is printed. Returns the stats by name, or None when there is nothing to score."""
+    is printed and written to <save_dir>/ap_by_size.json. Returns the stats by name, or None when there is nothing
+    to score."""
     coco = getattr(evaluator, "coco", None)
     if coco is None or coco.is_coco or not coco.file.is_file():
         return None
-    return ap_by_size(coco.file, dataset.im_files, dataset.labels, dataset.shapes, evaluator.names,
-                      Path(save_dir) / "labels_coco.json")
+    stats = ap_by_size(coco.file, dataset.im_files, dataset.labels, dataset.shapes, evaluator.names,
+                       Path(save_dir) / "labels_coco.json")
+    if stats is not None:
+        write_text(Path(save_dir) / "ap_by_size.json", json.dumps(stats, indent=1) + "\n")
+    return stats
+
+
+def validation_for(settings, plain):
+    """What val.py runs in place of plain (its validation loop, run_validation): the same call, plain or, with
+    settings (a utils.tiles.SliceSettings), sliced; then with --save-json on a dataset without COCO annotations the
+    AP by object size (report_ap_by_size). speed_shape's last value is the inference size."""
+    def validate(model, dataloader, evaluator, conf_thres=0.001, iou_thres=0.6, max_det=300, speed_shape=None,
+                 **options):
+        if settings is None:
+            results = plain(model, dataloader, evaluator, conf_thres=conf_thres, iou_thres=iou_thres,
+                            max_det=max_det, speed_shape=speed_shape, **options)
+        else:
+            from utils.inference.slicing import SlicedPredictor
+            imgsz = speed_shape[-1] if speed_shape else 640
+            sliced = SlicedPredictor(model, imgsz, settings, conf_thres=conf_thres, iou_thres=iou_thres,
+                                     agnostic=evaluator.single_cls, max_det=max_det, multi_label=True)
+            results = run_sliced_validation(sliced, dataloader.dataset, evaluator)
+        report_ap_by_size(evaluator, dataloader.dataset, evaluator.save_dir)
+        return results
+    return validate

@@ -31,12 +31,14 @@ from utils.boxes import xyxy2xywh
 from utils.errors import UserError
 from utils.img_size import make_divisible
 from utils.inference.profile import Profile
+from utils.inference.slicing import SlicedPredictor
 from utils.inference.steps import preprocess, to_original
 from utils.log import LOGGER, colorstr
 from utils.nms import non_max_suppression
 from utils.path_names import safe_path_component
 from utils.paths import increment_path
 from utils.plots import Annotator, colors, save_one_box
+from utils.tiles import SliceSettings
 
 PUBLIC_MODULE = "models.common"  # where users import these classes from; their repr and pickles name it
 
@@ -136,8 +138,10 @@ class AutoShape(nn.Module):
         return torch.empty(1, device=self.model.device)
 
     @inference_mode()
-    def forward(self, ims, size=640, augment=False, profile=False):
-        """ims: see the module docstring. size: the longer side to infer at (int) or (h, w)."""
+    def forward(self, ims, size=640, augment=False, profile=False, slice=None):
+        """ims: see the module docstring. size: the longer side to infer at (int) or (h, w). slice: sliced
+        inference, each image cut into tiles of this size (an int, (h, w), or a utils.tiles.SliceSettings for the
+        overlap and merge), each tile inferred at size, the boxes merged (docs/sliced-inference.md)."""
         dt = (Profile(), Profile(), Profile())
         with dt[0]:
             size = (size, size) if isinstance(size, int) else tuple(size)
@@ -157,6 +161,8 @@ class AutoShape(nn.Module):
                 shape0.append(s)
                 g = max(size) / max(s)  # the longer side becomes max(size)
                 shape1.append([int(y * g) for y in s])
+            if slice is not None:
+                return self._sliced(ims, files, size, slice, augment, dt)
             shape1 = [make_divisible(x, self.stride) for x in np.array(shape1).max(0)]  # one shape for the batch
             x = np.stack([letterbox(im, shape1, auto=False)[0] for im in ims]).transpose((0, 3, 1, 2))
             x = preprocess(np.ascontiguousarray(x), p.device, half=p.dtype == torch.float16)
@@ -170,6 +176,18 @@ class AutoShape(nn.Module):
                 for i in range(n):
                     y[i] = from_numpy(to_original(y[i], shape1, shape0[i])).to(y[i].device)
         return Detections(ims, y, files, dt, self.names, x.shape)
+
+
+    def _sliced(self, ims, files, size, slice, augment, dt):
+        """forward(..., slice=...): each (RGB) image through a SlicedPredictor with this model's NMS settings."""
+        settings = slice if isinstance(slice, SliceSettings) else SliceSettings.of(slice)
+        p = self._reference()
+        sliced = SlicedPredictor(self.model, max(size), settings, self.conf, self.iou, self.classes, self.agnostic,
+                                 self.max_det, augment, self.multi_label, device=p.device,
+                                 half=p.dtype == torch.float16)
+        with autocast(p.device, enabled=self.amp), dt[1]:
+            y = [from_numpy(sliced.predict(np.ascontiguousarray(im[..., ::-1]))).to(p.device) for im in ims]
+        return Detections(ims, y, files, dt, self.names, (len(ims), 3, *size))
 
 
 AutoShape.__module__ = PUBLIC_MODULE

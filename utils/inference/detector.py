@@ -11,6 +11,8 @@
     r["path"]     # the file (None for an array input)
 
 Arrays are taken as OpenCV images (H, W, 3) BGR uint8, what cv2.imread returns; pass rgb=True for RGB arrays.
+Detector(..., slice=512) predicts each image tile by tile (an int, (h, w), or a utils.tiles.SliceSettings for the
+overlap and merge; docs/sliced-inference.md), the boxes merged and still in original pixels.
 """
 from pathlib import Path
 
@@ -20,8 +22,10 @@ from utils.augmentations import letterbox
 from utils.backend import inference_mode
 from utils.data.media import LoadImages
 from utils.inference.loading import load_model
+from utils.inference.slicing import SlicedPredictor
 from utils.inference.steps import preprocess, to_original
 from utils.nms import non_max_suppression
+from utils.tiles import SliceSettings
 
 
 class Detector:
@@ -29,13 +33,16 @@ class Detector:
     .torchscript, .onnx, *_openvino_model)."""
 
     def __init__(self, weights, device="", imgsz=640, conf_thres=0.25, iou_thres=0.45, max_det=1000, classes=None,
-                 agnostic=False, augment=False, half=False, dnn=False, data=None):
+                 agnostic=False, augment=False, half=False, dnn=False, data=None, slice=None):
+        settings = slice if slice is None or isinstance(slice, SliceSettings) else SliceSettings.of(slice)
         self.model, self.imgsz = load_model(weights, device=device, half=half, dnn=dnn, data=data, imgsz=imgsz)
         self.device, self.half = self.model.device, self.model.fp16
         self.stride, self.names = self.model.stride, self.model.names
         self.auto = self.model.pt  # exported models take the one square size they were exported at
         self.conf_thres, self.iou_thres, self.max_det = conf_thres, iou_thres, max_det
         self.classes, self.agnostic, self.augment = classes, agnostic, augment
+        self.sliced = None if settings is None else SlicedPredictor(
+            self.model, self.imgsz, settings, conf_thres, iou_thres, classes, agnostic, max_det, augment)
 
     def _letterbox(self, im0):
         im = letterbox(im0, self.imgsz, stride=self.stride, auto=self.auto)[0]
@@ -44,6 +51,8 @@ class Detector:
     @inference_mode()
     def infer(self, im, im0):
         """One letterboxed CHW RGB image and its original BGR image -> (n, 6) numpy [xyxy, conf, cls] in im0 pixels."""
+        if self.sliced is not None:  # the original image, tile by tile
+            return self.sliced.predict(im0)
         x = preprocess(im, self.device, self.half)
         pred = self.model(x, augment=self.augment)
         det = non_max_suppression(pred, self.conf_thres, self.iou_thres, self.classes, self.agnostic,

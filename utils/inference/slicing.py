@@ -46,7 +46,7 @@ class SlicedPredictor:
     predict(im0) -> merged (n, 6) numpy detections in im0 pixels."""
 
     def __init__(self, model, imgsz, settings, conf_thres=0.25, iou_thres=0.45, classes=None, agnostic=False,
-                 max_det=1000, augment=False, multi_label=False):
+                 max_det=1000, augment=False, multi_label=False, device=None, half=None):
         settings, note = for_confidence(settings, conf_thres)
         if note:
             LOGGER.warning(f"WARNING: {note}")
@@ -54,6 +54,9 @@ class SlicedPredictor:
         self.nms = dict(conf_thres=conf_thres, iou_thres=iou_thres, classes=classes, agnostic=agnostic,
                         max_det=max_det, multi_label=multi_label)
         self.augment = augment
+        # a DetectMultiBackend knows its device and precision; a plain module (AutoShape's) is told them
+        self.device = device if device is not None else model.device
+        self.half = bool(model.fp16 if half is None else half)
         static_batch, self.fixed_hw = _static_input(model)
         self.batch = static_batch or settings.batch
         if static_batch == 1 and settings.batch > 1:
@@ -76,7 +79,7 @@ class SlicedPredictor:
             n = len(chunk)
             if self.fixed_hw and n < self.batch:  # a static batch > 1: fill it, read back the real images only
                 chunk = np.concatenate([chunk, np.zeros((self.batch - n, *chunk.shape[1:]), chunk.dtype)])
-            t = preprocess(chunk, self.model.device, self.model.fp16)
+            t = preprocess(chunk, self.device, self.half)
             pred = non_max_suppression(self.model(t, augment=self.augment), **self.nms)[:n]
             out.extend(to_original(d, shape, hw) for d in pred)
         return out
