@@ -79,8 +79,9 @@ def run(weights=ROOT / "yolov5s.pt", source=ROOT / "data/images", data=None, img
     save_dir = increment_path(Path(project) / name, exist_ok=exist_ok, mkdir=True)
     (save_dir / "labels" if save_txt else save_dir).mkdir(parents=True, exist_ok=True)
     outputs = DetectionOutputs(save_dir, model.names, save_img, save_txt, save_format, save_conf, save_crop, save_csv,
-                               view_img, line_thickness, hide_labels, hide_conf, n_sources=len(dataset) if stream else 1,
-                               sources=source_names(dataset, stream), stream=stream)
+                               view_img, line_thickness, hide_labels, hide_conf,
+                               n_sources=len(dataset) if stream else 1, sources=source_names(dataset, stream),
+                               stream=stream)
     writer = DetectionWriter(outputs, conf_thres, iou_thres, classes, agnostic_nms, max_det, augment,
                              visualize=visualize and model.pt)
     if sliced is not None:

@@ -25,29 +25,21 @@ from utils import signals  # noqa: E402
 if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on is only recorded (utils/signals.py)
     signals.install("val")
 
-from utils.backend import inference_mode, select_device  # noqa: E402
+from utils.backend import inference_mode  # noqa: E402
 from utils.cli_flags import FlagParser, add_val_flags  # noqa: E402
 from utils.data.loader import create_dataloader  # noqa: E402
-from utils.dataset_config import check_dataset  # noqa: E402
-from utils.errors import UserError  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 from utils.evaluation import evaluator_for_dataset, run_validation, validate_model  # noqa: E402
 from utils.evaluation.runner import speed_or_study  # noqa: E402
+from utils.evaluation.from_weights import ClassCountMismatch, validate_weights  # noqa: E402,F401
 from utils.evaluation import match_image, save_one_json  # noqa: E402  (ultralytics users import them from val)
-from utils.log import LOGGER, colorstr  # noqa: E402
-from utils.paths import increment_path  # noqa: E402
-from utils.inference import load_model  # noqa: E402
-from utils.inference.loading import model_class_count  # noqa: E402
+from utils.log import LOGGER  # noqa: E402
 from utils.inference.label_txt import label_lines  # noqa: E402
 from utils.atomic_files import write_text  # noqa: E402
 
 
 __all__ = ["run", "parse_opt", "main", "save_one_txt", "save_one_json", "match_image"]
-
-
-class ClassCountMismatch(UserError, AssertionError):  # ultralytics asserts here: `except AssertionError` still works
-    pass
 
 
 def save_one_txt(predn, save_conf, shape, file):
@@ -68,41 +60,14 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
     With model= and dataloader= (the ultralytics trainer's call) an in-memory model is validated into save_dir."""
     kw = dict(single_cls=single_cls, plots=plots, verbose=verbose, conf_thres=conf_thres, iou_thres=iou_thres,
               max_det=max_det, augment=augment, save_txt=save_txt, save_hybrid=save_hybrid, save_conf=save_conf,
-              save_json=save_json)
+              save_json=save_json)  # the same options from the command line and from the ultralytics trainer
     if model is not None:
         return validate_model(model, dataloader, data, half=half, compute_loss=compute_loss, save_dir=save_dir, **kw)
 
-    device = select_device(device, batch_size=batch_size)
-    save_dir = increment_path(Path(project) / name, exist_ok=exist_ok, mkdir=True)  # one line if unwritable
-    (save_dir / "labels" if save_txt else save_dir).mkdir(parents=True, exist_ok=True)
-    model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, data=data, imgsz=imgsz)
-    pt, half = model.pt, model.fp16
-    if not (pt or model.jit):  # exported files hold one input shape: square images one at a time, as ultralytics
-        batch_size = 1
-        LOGGER.info(f"Forcing --batch-size 1 square inference (1,3,{imgsz},{imgsz}) for non-PyTorch models")
-    data = check_dataset(data, allow_scripts=allow_download_scripts)
-    model.eval()
-    nc = 1 if single_cls else int(data["nc"])
-    ncm = None if single_cls else model_class_count(model)  # a .pt's own count, an export's stored class names
-    if ncm is not None and ncm != nc:
-        raise ClassCountMismatch(f"{weights} ({ncm} classes) trained on different --data than what you passed "
-                                 f"({nc} classes). Pass correct combination of --weights and --data.")
-    model.warmup(imgsz=(1 if pt else batch_size, 3, imgsz, imgsz))
-    pad, rect = (0.0, False) if task == "speed" else (0.5, pt)  # square batches for benchmarks and exports
-    task = task if task in ("train", "val", "test") else "val"
-    dataloader = create_dataloader(data[task], imgsz, batch_size, model.stride, single_cls, pad=pad, rect=rect,
-                                   workers=workers, prefix=colorstr(f"{task}: "), nc=nc)[0]
-
-    evaluator = evaluator_for_dataset(data, model.names, save_dir, single_cls=single_cls, plots=plots,
-                                      verbose=verbose or nc < 50, task=task, save_txt=save_txt, save_conf=save_conf,
-                                      save_json=save_json, weights=weights)
-    signals.describe_on_disk(lambda: f"no metrics were computed; {save_dir} holds what the batches so far wrote")
-    results = run_validation(model, dataloader, evaluator, half=half, augment=augment, conf_thres=conf_thres,
-                             iou_thres=iou_thres, max_det=max_det, save_hybrid=save_hybrid,
-                             speed_shape=(batch_size, 3, imgsz, imgsz))
-    s = f"\n{len(list(save_dir.glob('labels/*.txt')))} labels saved to {save_dir / 'labels'}" if save_txt else ""
-    LOGGER.info(f"Results saved to {colorstr('bold', save_dir)}{s}")
-    return results
+    return validate_weights(weights, data, create_dataloader, evaluator_for_dataset, batch_size=batch_size,
+                            imgsz=imgsz, task=task, device=device, workers=workers, project=project, name=name,
+                            exist_ok=exist_ok, half=half, dnn=dnn, allow_scripts=allow_download_scripts,
+                            validation=run_validation, **kw)
 
 
 def parse_opt(argv=None):

@@ -18,19 +18,16 @@ from utils import signals  # noqa: E402
 if __name__ == "__main__":
     signals.install("val")
 
-import numpy as np  # noqa: E402
-
-from utils.backend import inference_mode, select_device, to_numpy  # noqa: E402
+from utils.backend import inference_mode, select_device  # noqa: E402
 from utils.classify.dataset import ClassificationDataError, create_classification_dataloader  # noqa: E402
 from utils.data.files import WARN  # noqa: E402
-from utils.classify.metrics import accuracy_table, topk_correct  # noqa: E402
+from utils.classify.evaluate import ClassificationSteps, log_accuracy_table  # noqa: E402
 from utils.cli_flags import FlagParser, add_workers_flag, image_size, positive_int  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
-from utils.evaluation.runner import model_device  # noqa: E402
+from utils.evaluation.loop import validation_pass  # noqa: E402
 from utils.log import LOGGER, colorstr  # noqa: E402
 from utils.paths import increment_path  # noqa: E402
 from utils.inference import load_model  # noqa: E402
-from utils.inference.profile import Profile  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 
 
@@ -60,65 +57,46 @@ def model_classes(names, weights):
 def run(data=ROOT / "../datasets/mnist", weights=ROOT / "yolov5s-cls.pt", batch_size=128, imgsz=224, device="",
         workers=8, verbose=False, project=ROOT / "runs/val-cls", name="exp", exist_ok=False, half=False, dnn=False,
         model=None, dataloader=None, criterion=None, pbar=None):
-    """Returns (top1, top5, loss) as official classify/val.run."""
+    """Returns (top1, top5, loss) as official classify/val.run. With model= and dataloader= (the official trainer's
+    call) an in-memory model is validated in fp32 with no progress bar; criterion(logits, labels) adds the loss."""
     training = model is not None
     if training:
-        device = next(model.parameters()).device
-        half = False
+        half, save_dir = False, None
         model.float()
     else:
-        device = select_device(device, batch_size=batch_size)
-        save_dir = increment_path(Path(project) / name, exist_ok=exist_ok, mkdir=True)
-        model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, imgsz=imgsz,
-                                  task="classify")
-        half = model.fp16
-        if not (model.pt or model.jit):
-            batch_size = 1
-            LOGGER.info(f"Forcing --batch-size 1 square inference (1,3,{imgsz},{imgsz}) for non-PyTorch models")
-        classes, source = model_classes(model.names, weights[0] if isinstance(weights, (list, tuple)) else weights)
-        dataloader = create_classification_dataloader(test_split(data), imgsz=imgsz, batch_size=batch_size,
-                                                      augment=False, workers=workers, classes=classes, source=source)
+        model, dataloader, save_dir, half = _model_and_loader(data, weights, batch_size, imgsz, device, workers,
+                                                              project, name, exist_ok, half, dnn)
     model.eval()
-    device = model_device(model)
-    logits, targets, loss = [], [], 0.0
-    dt = Profile(device), Profile(device), Profile(device)
+    steps = ClassificationSteps(model, None if criterion is None else (lambda y, labels: float(criterion(y, labels))),
+                                half=half)
     action = "validating" if dataloader.dataset.root.stem == "val" else "testing"
-    try:
-        from tqdm import tqdm
-        bar = tqdm(dataloader, desc=action, total=len(dataloader), disable=training,
-                   bar_format="{l_bar}{bar:10}{r_bar}")
-    except ImportError:
-        bar = dataloader
-    for images, labels in bar:
-        signals.check()
-        with dt[0]:
-            images, labels = images.to(device), labels.to(device)
-            images = images.half() if half else images
-        with dt[1]:
-            y = model(images)
-        with dt[2]:
-            logits.append(to_numpy(y.float()))
-            targets.append(to_numpy(labels))
-            if criterion:
-                loss += float(criterion(y, labels))
-    loss /= max(len(dataloader), 1)
-    logits, targets = np.concatenate(logits), np.concatenate(targets)
-    acc = topk_correct(logits, targets, k=5)
+    profiles = validation_pass(model, dataloader, steps, desc=action, progress=not training)
+    acc, targets, loss = steps.accuracy(len(dataloader))
     top1, top5 = (float(v) for v in acc.mean(0))
     if pbar:
         pbar.desc = f"{pbar.desc[:-36]}{loss:>12.3g}{top1:>12.3g}{top5:>12.3g}"
     if verbose:
-        names = getattr(model, "names", None) or {}
-        names = dict(enumerate(names)) if isinstance(names, (list, tuple)) else dict(names)
-        LOGGER.info(f"{'Class':>24}{'Images':>12}{'top1_acc':>12}{'top5_acc':>12}")
-        for c, n, t1, t5 in accuracy_table(acc, targets, names):
-            LOGGER.info(f"{c:>24}{n:>12}{t1:>12.3g}{t5:>12.3g}")
-        t = tuple(x.t / max(len(dataloader.dataset), 1) * 1e3 for x in dt)
+        log_accuracy_table(acc, targets, getattr(model, "names", None))
+        t = tuple(x.t / max(len(dataloader.dataset), 1) * 1e3 for x in profiles)
         LOGGER.info(f"Speed: %.1fms pre-process, %.1fms inference, %.1fms post-process per image at shape "
                     f"{(1, 3, imgsz, imgsz)}" % t)
         if not training:
             LOGGER.info(f"Results saved to {colorstr('bold', save_dir)}")
     return top1, top5, loss
+
+
+def _model_and_loader(data, weights, batch_size, imgsz, device, workers, project, name, exist_ok, half, dnn):
+    """classify/val.py's own run: (the loaded model, the test split's loader, the run folder, fp16)."""
+    device = select_device(device, batch_size=batch_size)
+    save_dir = increment_path(Path(project) / name, exist_ok=exist_ok, mkdir=True)
+    model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, imgsz=imgsz, task="classify")
+    if not (model.pt or model.jit):
+        batch_size = 1
+        LOGGER.info(f"Forcing --batch-size 1 square inference (1,3,{imgsz},{imgsz}) for non-PyTorch models")
+    classes, source = model_classes(model.names, weights[0] if isinstance(weights, (list, tuple)) else weights)
+    dataloader = create_classification_dataloader(test_split(data), imgsz=imgsz, batch_size=batch_size,
+                                                  augment=False, workers=workers, classes=classes, source=source)
+    return model, dataloader, save_dir, model.fp16
 
 
 def parse_opt(argv=None):

@@ -197,7 +197,7 @@ def test_segment_val_task_study_writes_one_row_per_size(tmp_path, monkeypatch):
         return tuple(float(kw["imgsz"]) + i for i in range(12)), None, (1.0, 2.0, 3.0)
 
     monkeypatch.setattr(seg_val, "run", fake_run)
-    monkeypatch.setattr(seg_val, "select_device", lambda *a, **k: "cpu")
+    monkeypatch.setattr("utils.evaluation.runner.select_device", lambda *a, **k: "cpu")  # speed_or_study's
     monkeypatch.chdir(tmp_path)
     opt = seg_val.parse_opt(["--task", "study", "--weights", "w1.pt", "--data", "d.yaml"])
     seg_val.main(opt)
