@@ -29,6 +29,9 @@ from utils.inference.outputs import source_names  # noqa: E402
 from utils.inference.predict import predict_and_report  # noqa: E402
 from utils.inference.segment_writer import SegmentationWriter, SegmentOutputs  # noqa: E402
 from utils.inference.sources import is_stream, open_source  # noqa: E402
+from utils.inference.sliced_masks import SlicedSegmenter, SlicedSegmentWriter  # noqa: E402
+from utils.inference.sliced_writer import open_sliced_source  # noqa: E402
+from utils.tiles import add_slice_flags, settings_from_flags  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 
 
@@ -38,15 +41,21 @@ def run(weights=ROOT / "yolov5s-seg.pt", source=ROOT / "data/images", data=ROOT 
         save_conf=False, save_crop=False, nosave=False, classes=None, agnostic_nms=False, augment=False,
         visualize=False, update=False, project=ROOT / "runs/predict-seg", name="exp", exist_ok=False,
         line_thickness=3, hide_labels=False, hide_conf=False, half=False, dnn=False, vid_stride=1,
-        retina_masks=False):
+        retina_masks=False, slice=None, slice_overlap=0.2, slice_no_full=False, slice_merge="nmm", slice_match="ios",
+        slice_match_thres=0.5, slice_agnostic=False, slice_batch=16):
     """Returns the run folder (Path)."""
     source = str(source)
     stream = is_stream(source)
     save_img = not nosave and not source.endswith(".txt")
     imgsz = list(imgsz) if isinstance(imgsz, (list, tuple)) else [imgsz, imgsz]
+    sliced = settings_from_flags(slice, slice_overlap, slice_no_full, slice_merge, slice_match, slice_match_thres,
+                                 slice_agnostic, slice_batch)  # checked before the model loads: one line if bad
     model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, data=data, imgsz=imgsz,
                               task="segment")
-    dataset = open_source(source, stream, imgsz, stride=model.stride, auto=model.pt, vid_stride=vid_stride)
+    if sliced is None:
+        dataset = open_source(source, stream, imgsz, stride=model.stride, auto=model.pt, vid_stride=vid_stride)
+    else:  # --slice: each frame at its own size, cut into tiles (docs/sliced-inference.md)
+        dataset = open_sliced_source(source, stream, vid_stride)
     save_dir = increment_path(Path(project) / name, exist_ok=exist_ok, mkdir=True)
     (save_dir / "labels" if save_txt else save_dir).mkdir(parents=True, exist_ok=True)
     # labels are written here as polygons, so DetectionOutputs' own box lines are off
@@ -56,6 +65,9 @@ def run(weights=ROOT / "yolov5s-seg.pt", source=ROOT / "data/images", data=ROOT 
     outputs.save_polygons = save_txt
     writer = SegmentationWriter(outputs, retina_masks, conf_thres=conf_thres, iou_thres=iou_thres, classes=classes,
                                 agnostic=agnostic_nms, max_det=max_det, augment=augment)
+    if sliced is not None:  # masks at each tile's own pixels, merged as the boxes are
+        writer = SlicedSegmentWriter(writer, SlicedSegmenter(model, imgsz, sliced, conf_thres, iou_thres, classes,
+                                                             agnostic_nms, max_det, augment))
     predict_and_report(model, dataset, writer, source, stream, imgsz, save_txt)
     if update:
         from utils.checkpoint.training import strip_optimizer
@@ -69,6 +81,7 @@ def parse_opt(argv=None):
     add_predict_flags(parser, weights=ROOT / "yolov5s-seg.pt", data=ROOT / "data/coco128.yaml", imgsz=640,
                       project=ROOT / "runs/predict-seg")
     parser.add_argument("--retina-masks", action="store_true", help="whether to plot masks in native resolution")
+    add_slice_flags(parser)
     opt = parser.parse_args(argv)
     opt.imgsz *= 2 if len(opt.imgsz) == 1 else 1
     return opt

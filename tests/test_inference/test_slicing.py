@@ -255,3 +255,26 @@ def test_detector_and_hub_model_slice_as_slicedpredictor(yolov5n_pt, coco128_dir
     hub = hubconf.custom(path=str(yolov5n_pt), _verbose=False)
     got = to_numpy(hub(str(image), size=320, slice=SliceSettings.of(256)).xyxy[0])
     np.testing.assert_allclose(got, want, atol=1e-3)  # the hub model's own weights (fused the same): same boxes
+
+
+def test_segment_predict_slice_writes_merged_masks(shared_dir, coco128_dir, tmp_path):
+    """segment/predict.py --slice: one polygon line per merged detection, each inside its box; the masks are the
+    union of the tiles' masks merged into each detection (SlicedSegmenter)."""
+    import cv2
+
+    from segment import predict
+    from utils.backend import inference_mode
+    from utils.inference import load_model
+    from utils.inference.sliced_masks import SlicedSegmenter
+    weights = shared_dir / "weights" / "yolov5n-seg-coco128.pt"
+    image = coco128_dir / "images" / "train2017" / "000000000009.jpg"
+    out = predict.run(weights=weights, source=image, imgsz=(320, 320), device="cpu", save_txt=True, nosave=True,
+                      conf_thres=0.2, project=tmp_path, name="s", slice=[256])
+    lines = (out / "labels" / "000000000009.txt").read_text().splitlines()
+    model, _ = load_model(weights, device="cpu", imgsz=320, task="segment")
+    with inference_mode():
+        det, masks = SlicedSegmenter(model, 320, SliceSettings.of(256), conf_thres=0.2).predict(cv2.imread(str(image)))
+    assert len(lines) == len(det) == len(masks) > 0 and masks.shape[1:] == (480, 640)
+    for d, m in zip(det, masks):
+        ys, xs = np.nonzero(m)
+        assert len(xs) and xs.min() >= d[0] - 1 and xs.max() <= d[2] + 1 and ys.min() >= d[1] - 1

@@ -163,7 +163,7 @@ TABLES = {
     "segment.val": (SEGMENT_VAL, {}),
     "classify.val": (CLASSIFY_VAL, {}),
     "detect": (DETECT + SLICE, dict(imgsz=[640, 640])),
-    "segment.predict": (SEGMENT_PREDICT, dict(imgsz=[640, 640])),
+    "segment.predict": (SEGMENT_PREDICT + SLICE, dict(imgsz=[640, 640])),
     "classify.predict": (CLASSIFY_PREDICT, dict(imgsz=[224, 224])),
 }
 

@@ -79,10 +79,13 @@ class SlicedPredictor:
             n = len(chunk)
             if self.fixed_hw and n < self.batch:  # a static batch > 1: fill it, read back the real images only
                 chunk = np.concatenate([chunk, np.zeros((self.batch - n, *chunk.shape[1:]), chunk.dtype)])
-            t = preprocess(chunk, self.device, self.half)
-            pred = non_max_suppression(self.model(t, augment=self.augment), **self.nms)[:n]
-            out.extend(to_original(d, shape, hw) for d in pred)
+            out.extend(self._forward(preprocess(chunk, self.device, self.half), n, shape, hw))
         return out
+
+    def _forward(self, t, n, shape, hw):
+        """One batch through the model and NMS -> the first n images' detections in their own (hw) pixels."""
+        pred = non_max_suppression(self.model(t, augment=self.augment), **self.nms)[:n]
+        return [to_original(d, shape, hw) for d in pred]
 
     def tiles(self, im0):
         """[(x1, y1, x2, y2)] of im0's tiles (one, the whole image, when it fits a tile: said once)."""
@@ -102,14 +105,18 @@ class SlicedPredictor:
         for k, (x1, y1, x2, y2) in enumerate(grid):
             sizes.setdefault((y2 - y1, x2 - x1), []).append(k)
         for ks in sizes.values():
-            dets = self._run([im0[grid[k][1]:grid[k][3], grid[k][0]:grid[k][2]] for k in ks])
-            for k, d in zip(ks, dets):
-                d = d[(d[:, 2] > d[:, 0]) & (d[:, 3] > d[:, 1])]  # SAHI drops boxes clipped to nothing
-                found.append((k, shift_boxes(d, grid[k][:2])))
-        found = [d for _, d in sorted(found, key=lambda kd: kd[0])]  # tile order, whatever the batching
+            results = self._run([im0[grid[k][1]:grid[k][3], grid[k][0]:grid[k][2]] for k in ks])
+            found += [(k, self._place(r, grid[k][:2])) for k, r in zip(ks, results)]
+        found = [r for _, r in sorted(found, key=lambda kr: kr[0])]  # tile order, whatever the batching
         if len(grid) > 1 and self.settings.full_image:
-            d = self._run([im0])[0]
-            found.append(d[(d[:, 2] > d[:, 0]) & (d[:, 3] > d[:, 1])])
+            found.append(self._place(self._run([im0])[0], (0, 0)))
+        return self._join(found, im0.shape[:2])
+
+    def _place(self, det, offset):
+        """One tile's detections moved onto the image (SAHI drops boxes clipped to nothing first)."""
+        return shift_boxes(det[(det[:, 2] > det[:, 0]) & (det[:, 3] > det[:, 1])], offset)
+
+    def _join(self, found, hw):
         return np.concatenate(found, 0) if found else np.zeros((0, 6), np.float32)
 
     def merge(self, raw):
