@@ -31,7 +31,7 @@ from utils.data.loader import create_dataloader  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 from utils.evaluation import evaluator_for_dataset, run_validation, validate_model  # noqa: E402
-from utils.evaluation.runner import speed_or_study  # noqa: E402
+from utils.evaluation.runner import run_val_task  # noqa: E402
 from utils.evaluation.from_weights import ClassCountMismatch, validate_weights  # noqa: E402,F401
 from utils.evaluation import match_image, save_one_json  # noqa: E402  (ultralytics users import them from val)
 from utils.log import LOGGER  # noqa: E402
@@ -87,9 +87,7 @@ def main(opt):
             LOGGER.info(f"WARNING: confidence threshold {opt.conf_thres} > 0.001 produces invalid results")
         if opt.save_hybrid:
             LOGGER.info("WARNING: --save-hybrid will return high mAP from hybrid labels, not from predictions alone")
-        return run(**vars(opt))
-    if not speed_or_study(opt, run):
-        raise ValueError(f"--task {opt.task} is not one of train, val, test, speed, study")
+    return run_val_task(opt, run)
 
 
 if __name__ == "__main__":

@@ -29,10 +29,9 @@ import functools  # noqa: E402
 import models.tasks  # noqa: E402,F401  (registers Segment for the model YAMLs)
 from utils.backend import inference_mode  # noqa: E402
 from utils.cli_flags import FlagParser, add_val_flags  # noqa: E402
-from utils.errors import UserError  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.evaluation.from_weights import ClassCountMismatch, validate_weights  # noqa: E402,F401
-from utils.evaluation.runner import speed_or_study  # noqa: E402
+from utils.evaluation.runner import run_val_task  # noqa: E402
 from utils.log import LOGGER  # noqa: E402
 from utils.segment.dataset import create_seg_dataloader  # noqa: E402
 from utils.segment.validation import SegmentationSteps, mask_count, seg_evaluator, validate_seg_model  # noqa: E402,F401
@@ -75,9 +74,7 @@ def main(opt):
     if opt.task in ("train", "val", "test"):
         if opt.conf_thres > 0.001:
             LOGGER.warning(f"WARNING ⚠️ confidence threshold {opt.conf_thres} > 0.001 produces invalid results")
-        return run(**vars(opt))
-    if not speed_or_study(opt, run):
-        raise UserError(f"--task {opt.task} is not one of train, val, test, speed, study.")
+    return run_val_task(opt, run)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import numpy as np
 
 from utils.backend import is_cuda, select_device
 from utils.dataset_config import check_dataset
+from utils.errors import UserError
 from utils.evaluation.coco_json import CocoPredictions
 from utils.evaluation.detection_steps import DetectionSteps, model_device
 from utils.evaluation.evaluator import IOU_THRESHOLDS, DetectionEvaluator
@@ -21,7 +22,7 @@ from utils.log import LOGGER
 from utils.nms import non_max_suppression
 
 __all__ = ["model_device", "model_names", "evaluator_for_dataset", "run_validation", "validate_model",
-           "speed_or_study", "STUDY_SIZES"]
+           "run_val_task", "speed_or_study", "STUDY_SIZES"]
 
 
 def model_names(model):
@@ -71,6 +72,15 @@ def validate_model(model, dataloader, data, single_cls=False, half=False, comput
                               **step_options)
     finally:
         model.float()
+
+
+def run_val_task(opt, run):
+    """val.py's and segment/val.py's --task: train, val or test validates that split once (run's return), speed and
+    study as speed_or_study says; any other is one line."""
+    if opt.task in ("train", "val", "test"):
+        return run(**vars(opt))
+    if not speed_or_study(opt, run):
+        raise UserError(f"--task {opt.task} is not one of train, val, test, speed, study.")
 
 
 STUDY_SIZES = tuple(range(256, 1536 + 128, 128))  # the official --task study image sizes
