@@ -32,6 +32,8 @@ from utils.signals import exit_on_user_error  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 from utils.evaluation import evaluator_for_dataset, run_validation, validate_model  # noqa: E402
 from utils.evaluation.runner import run_val_task  # noqa: E402
+from utils.evaluation.sliced import validation_for  # noqa: E402
+from utils.tiles import add_slice_flags, settings_from_flags  # noqa: E402
 from utils.evaluation.from_weights import ClassCountMismatch, validate_weights  # noqa: E402,F401
 from utils.evaluation import match_image, save_one_json  # noqa: E402  (ultralytics users import them from val)
 from utils.log import LOGGER  # noqa: E402
@@ -55,7 +57,8 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
         device="", workers=8, single_cls=False, augment=False, verbose=False, save_txt=False, save_hybrid=False,
         save_conf=False, save_json=False, project=ROOT / "runs/val", name="exp", exist_ok=False, half=False,
         dnn=False, model=None, dataloader=None, save_dir=Path(""), plots=True, callbacks=None, compute_loss=None,
-        allow_download_scripts=False):
+        allow_download_scripts=False, slice=None, slice_overlap=0.2, slice_no_full=False, slice_merge="nmm",
+        slice_match="ios", slice_match_thres=0.5, slice_agnostic=False, slice_batch=16):
     """Validate; returns ((P, R, mAP50, mAP50-95, *val losses), per-class mAP50-95 array, per-image ms (pre, inf, nms)).
     With model= and dataloader= (the ultralytics trainer's call) an in-memory model is validated into save_dir."""
     kw = dict(single_cls=single_cls, plots=plots, verbose=verbose, conf_thres=conf_thres, iou_thres=iou_thres,
@@ -64,10 +67,13 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
     if model is not None:
         return validate_model(model, dataloader, data, half=half, compute_loss=compute_loss, save_dir=save_dir, **kw)
 
+    sliced = settings_from_flags(slice, slice_overlap, slice_no_full, slice_merge, slice_match, slice_match_thres,
+                                 slice_agnostic, slice_batch)  # checked before the model loads: one line if bad
+    # --slice: each image tile by tile; --save-json on a dataset without COCO annotations: AP by object size
     return validate_weights(weights, data, create_dataloader, evaluator_for_dataset, batch_size=batch_size,
                             imgsz=imgsz, task=task, device=device, workers=workers, project=project, name=name,
                             exist_ok=exist_ok, half=half, dnn=dnn, allow_scripts=allow_download_scripts,
-                            validation=run_validation, **kw)
+                            validation=validation_for(sliced, run_validation), **kw)
 
 
 def parse_opt(argv=None):
@@ -75,6 +81,7 @@ def parse_opt(argv=None):
     add_val_flags(parser, data=ROOT / "data/coco128.yaml", weights=ROOT / "yolov5s.pt", project=ROOT / "runs/val")
     parser.add_argument("--allow-download-scripts", action="store_true",
                         help="let the data YAML's 'download:' (a zip URL or code) run (as YOLO_ALLOW_DOWNLOAD_SCRIPTS=1)")
+    add_slice_flags(parser)
     opt = parser.parse_args(argv)
     opt.save_json |= str(opt.data).endswith("coco.yaml")
     opt.save_txt |= opt.save_hybrid

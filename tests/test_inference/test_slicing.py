@@ -278,3 +278,46 @@ def test_segment_predict_slice_writes_merged_masks(shared_dir, coco128_dir, tmp_
     for d, m in zip(det, masks):
         ys, xs = np.nonzero(m)
         assert len(xs) and xs.min() >= d[0] - 1 and xs.max() <= d[2] + 1 and ys.min() >= d[1] - 1
+
+
+# --------------------------------------------------------------------------------------------------------- val.py
+@pytest.fixture
+def coco4(coco128_dir, tmp_path):
+    """The first 4 coco128 images and labels (links) and their YAML."""
+    root = tmp_path / "coco4"
+    for sub in ("images", "labels"):
+        (root / sub).mkdir(parents=True)
+    for im in sorted((coco128_dir / "images" / "train2017").glob("*.jpg"))[:4]:
+        (root / "images" / im.name).symlink_to(im)
+        (root / "labels" / f"{im.stem}.txt").symlink_to(coco128_dir / "labels" / "train2017" / f"{im.stem}.txt")
+    import yaml
+    f = tmp_path / "coco4.yaml"
+    f.write_text(yaml.safe_dump({"path": str(root), "train": "images", "val": "images",
+                                 "names": {i: f"class{i}" for i in range(80)}}))
+    return f
+
+
+def test_val_slice_scores_and_reports_ap_by_size(yolov5n_pt, coco4, tmp_path, capsys):
+    import json
+
+    import val
+    kw = dict(data=coco4, weights=yolov5n_pt, imgsz=320, batch_size=4, device="cpu", workers=0, save_json=True,
+              plots=False, project=tmp_path)
+    plain = val.run(**kw, name="plain")[0]
+    sliced = val.run(**kw, name="sliced", slice=[256])[0]
+    out = capsys.readouterr().out
+    assert out.count("area= small") == 4  # pycocotools' AP and AR lines for small objects, one pair per run
+    for name, r in (("plain", plain), ("sliced", sliced)):
+        stats = json.loads((tmp_path / name / "ap_by_size.json").read_text())
+        assert set(stats) >= {"AP", "AP_small", "AP_medium", "AP_large"} and 0 < stats["AP"] <= 1
+        assert 0 < r[3] <= r[2] <= 1  # mAP50-95 <= mAP50
+    assert json.loads((tmp_path / "sliced" / "labels_coco.json").read_text())["annotations"]
+    assert sliced[:4] != plain[:4]
+
+
+def test_val_bad_slice_overlap_is_one_line(yolov5n_pt, coco4, tmp_path):
+    import val
+    with pytest.raises(UserError, match=r"^slice overlap -0.5 is outside \[0, 1\)"):
+        val.run(data=coco4, weights=yolov5n_pt, imgsz=320, device="cpu", project=tmp_path / "runs", slice=[256],
+                slice_overlap=[-0.5])
+    assert not (tmp_path / "runs").exists()  # refused before a run folder was made

@@ -159,7 +159,7 @@ SLICE = [
 
 # module: (its expected table, what its parse_opt itself changes in the defaults)
 TABLES = {
-    "val": (VAL, {}),
+    "val": (VAL + SLICE, {}),
     "segment.val": (SEGMENT_VAL, {}),
     "classify.val": (CLASSIFY_VAL, {}),
     "detect": (DETECT + SLICE, dict(imgsz=[640, 640])),

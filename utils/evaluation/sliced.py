@@ -4,6 +4,8 @@ and scored by the same DetectionEvaluator as the plain pass; with --save-json, C
     evaluator = evaluator_for_dataset(data, model.names, save_dir)
     metrics = run_sliced_validation(sliced, dataset, evaluator)      # dataset: a LoadImagesAndLabels
 
+val.py runs it through validation_for(settings, run_validation), which stands in for its validation loop.
+
 The predictions are already in original pixels, so each image is handed to the evaluator as its own input (gain 1,
 no padding) with its labels normalized to it."""
 import json
@@ -50,20 +52,6 @@ def run_sliced_validation(sliced, dataset, evaluator, progress=True):
     LOGGER.info("Speed: %.1fms sliced inference, %.1fms merge per image" % t[1:])
     evaluator.evaluate_coco(metrics, files)
     return metrics.results([0.0, 0.0, 0.0]), metrics.maps(), t
-
-
-def validate_sliced(model, imgsz, path, settings, evaluator, conf_thres=0.001, iou_thres=0.6, max_det=300,
-                    single_cls=False, stride=32):
-    """val.py --slice: the split's images and labels (path: data[task]) read as training reads them, each image
-    predicted by a SlicedPredictor at val.py's thresholds (every class above conf_thres, as the plain pass) and
-    scored. Returns (what run_sliced_validation returns, the dataset)."""
-    from utils.data.dataset import LoadImagesAndLabels
-    from utils.inference.slicing import SlicedPredictor
-    dataset = LoadImagesAndLabels(path, imgsz, batch_size=1, stride=stride, single_cls=single_cls,
-                                  prefix="val (sliced): ", shuffle=False)
-    sliced = SlicedPredictor(model, imgsz, settings, conf_thres=conf_thres, iou_thres=iou_thres,
-                             agnostic=single_cls, max_det=max_det, multi_label=True)
-    return run_sliced_validation(sliced, dataset, evaluator), dataset
 
 
 def report_ap_by_size(evaluator, dataset, save_dir):
