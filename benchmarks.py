@@ -69,25 +69,12 @@ def _pick(written, suffix):
 def run(weights=ROOT / "yolov5s.pt", imgsz=640, batch_size=1, data=ROOT / "data/coco128.yaml", device="", half=False,
         test=False, pt_only=False, hard_fail=False):
     """Returns the table as a pandas DataFrame (the official columns; --test: Format, Export)."""
-    import pandas as pd
-
     import export
-    import val
-    from models.experimental import attempt_load
-    from models.tasks import model_task
-    from segment import val as segment_val
     from utils.backend import select_device
     t = time.time()
     device = select_device(device)
     weights = Path(weights)
-    if not weights.is_file():
-        raise UserError(f"--weights {weights}: file not found; pass the path of a .pt checkpoint")
-    task = model_task(attempt_load(weights, fuse=False))  # which validation runs, as official picks it
-    if task == "classify":
-        raise UserError(f"--weights {weights}: a classification model; benchmarks.py validates detection and "
-                        "segmentation models (as official): export it with export.py and run classify/val.py on "
-                        "each file")
-    validate, metric = (segment_val.run, 7) if task == "segment" else (val.run, 3)  # mask / box mAP50-95
+    validate, metric = _validation_of(weights)
     rows = [(f[0], f[1], f[2]) for f in (*FORMATS, NCNN_FORMAT)]  # (name, --include argument, suffix)
     wanted = [] if pt_only else [a for _, a, _ in rows[1:] if a not in ("engine", "edgetpu") or device.type == "cuda"]
     # Two export.run calls: Paddle alone first, validated before anything loads TensorFlow (Paddle cannot load into a
@@ -114,29 +101,55 @@ def run(weights=ROOT / "yolov5s.pt", imgsz=640, batch_size=1, data=ROOT / "data/
             continue
         why = why or _not_run_here(argument, device)
         if why is None:
-            try:
-                results, _, speed = validate(data, w, batch_size, imgsz, plots=False, device=device, task="speed",
-                                             half=half, project=ROOT / "runs" / "benchmarks", name="val",
-                                             exist_ok=True)
-                table[name] = [name, round(_size_mb(w), 1), round(float(results[metric]), 4),
-                               round(float(speed[1]), 2)]
+            table[name], why = _validated_row(name, w, validate, metric, data, batch_size, imgsz, device, half)
+            if why is None:
                 continue
-            except Exception as e:  # one line per format, as ultralytics; the table goes on
-                why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         LOGGER.warning(f"WARNING ⚠️ Benchmark failure for {name}: {why}")
         if argument in wanted or argument == "-":
             failures.append(f"{name}: {why}")
         table[name] = [name, round(_size_mb(w), 1) if w else None, None, None]
+    table = _saved_table([table[r[0]] for r in rows if r[0] in table], weights, test, t)
+    if hard_fail:
+        _hard_fail(table, failures, hard_fail, test)
+    return table
 
-    table = pd.DataFrame([table[r[0]] for r in rows if r[0] in table],
-                         columns=["Format", "Export"] if test else COLUMNS)
+
+def _validation_of(weights):
+    """(validate, index of its mAP50-95 in the results): val.py's run for detection models, segment/val.py's for
+    segmentation ones, as official picks them; a classifier is refused in one line."""
+    import val
+    from models.experimental import attempt_load
+    from models.tasks import model_task
+    from segment import val as segment_val
+    if not weights.is_file():
+        raise UserError(f"--weights {weights}: file not found; pass the path of a .pt checkpoint")
+    task = model_task(attempt_load(weights, fuse=False))  # which validation runs, as official picks it
+    if task == "classify":
+        raise UserError(f"--weights {weights}: a classification model; benchmarks.py validates detection and "
+                        "segmentation models (as official): export it with export.py and run classify/val.py on "
+                        "each file")
+    return (segment_val.run, 7) if task == "segment" else (val.run, 3)  # mask / box mAP50-95
+
+
+def _validated_row(name, w, validate, metric, data, batch_size, imgsz, device, half):
+    """(the table row of file w validated on data, None), or (None, why) when its validation fails."""
+    try:
+        results, _, speed = validate(data, w, batch_size, imgsz, plots=False, device=device, task="speed",
+                                     half=half, project=ROOT / "runs" / "benchmarks", name="val", exist_ok=True)
+        return [name, round(_size_mb(w), 1), round(float(results[metric]), 4), round(float(speed[1]), 2)], None
+    except Exception as e:  # one line per format, as ultralytics; the table goes on
+        return None, str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+def _saved_table(rows, weights, test, t):
+    """The rows as a DataFrame, logged and saved to runs/benchmarks/<weights>[_export].csv."""
+    import pandas as pd
+    table = pd.DataFrame(rows, columns=["Format", "Export"] if test else COLUMNS)
     LOGGER.info(f"\nBenchmarks complete ({time.time() - t:.2f}s)\n{table.to_string(index=False)}")
     out = ROOT / "runs" / "benchmarks" / f"{weights.stem}{'_export' if test else ''}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(out, index=False)
     LOGGER.info(f"Table saved to {out}")
-    if hard_fail:
-        _hard_fail(table, failures, hard_fail, test)
     return table
 
 

@@ -263,16 +263,9 @@ def parse_opt(argv=None):
     return opt
 
 
-def main(opt):
-    if not opt.ref or not (Path(opt.ref) / "train.py").is_file():
-        print(f"compare_train: skipped: no official checkout (--ref {opt.ref!r}). To make one:\n{HOW_TO}")
-        return 0
-    # absolute paths: the runs start in the checkouts, where a relative path would name something else
-    opt.ref = str(Path(opt.ref).absolute())
-    ref_python = str(Path(opt.ref_python or Path(opt.ref).parent / "venv" / "bin" / "python").absolute())
-    if not Path(ref_python).exists():
-        print(f"compare_train: skipped: no Python for the official checkout at {ref_python} (--ref-python).")
-        return 0
+def _environments(opt):
+    """(official runs' environment, this project's): the caller's, less what would mislead either trainer, plus the
+    KEY=VALUE pairs asked for each side."""
     # Launcher variables are dropped too: a process that imported OneFlow carries RANK=-1 and LOCAL_RANK=0, which the
     # official trainer reads as a DDP launch ("insufficient CUDA devices for DDP command").
     drop = ("PYTHONPATH", "YOLO_BACKEND", "_YOLO_BACKEND_ANNOUNCED", "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR",
@@ -280,68 +273,59 @@ def main(opt):
     base_env = {k: v for k, v in os.environ.items() if k not in drop}
     ref_env = {**base_env, **dict(kv.split("=", 1) for kv in opt.ref_env)}
     own_env = {**base_env, **dict(kv.split("=", 1) for kv in opt.project_env)}  # the backend follows the device
-    own_extra = opt.project_args.split()
-    task = TASKS[opt.task]
-    result = {"command": " ".join(sys.argv), "task": task.name, "cpu": _cpu_name(), "cores": os.cpu_count(),
-              "epochs": opt.epochs, "batch": opt.batch, "workers": opt.workers, "project_args": own_extra,
-              "project_env": opt.project_env, "ref_env": opt.ref_env, "train": {}, "val": None, "load_start": _load()}
-    with tempfile.TemporaryDirectory(prefix="compare_train_") as tmp:
-        tmp = Path(tmp)
-        names_yaml = "coco128-seg.yaml" if task.name == "segment" else "coco128.yaml"
-        data = {side: dataset_copy(Path(opt.data), tmp / f"{task.data}_{side}", image_folder=task.name == "classify",
-                                   names_yaml=names_yaml) for side in ("official", "project")}
-        weights = tmp / Path(opt.weights).name
-        shutil.copy(opt.weights, weights)
-        val_weights = tmp / Path(opt.val_weights).name
-        if not val_weights.exists():
-            shutil.copy(opt.val_weights, val_weights)
-        sides = {"official": (ref_python, Path(opt.ref), ref_env, []),
-                 "project": (opt.python, ROOT, own_env, own_extra)}
-        for key in opt.configs:
-            cfg, img, w = task.configs[key]
-            img = opt.img or img
-            runs = {"official": [], "project": []}
-            for r in range(opt.runs):
-                order = ["official", "project"] if r % 2 == 0 else ["project", "official"]
-                for side in order:
-                    python, repo, env, extra = sides[side]
-                    cmd = train_cmd(python, repo, data[side], cfg, img, str(weights) if w else "", opt,
-                                    tmp / f"runs_{side}", f"{key}_{r}", extra, task=task)
-                    load = _load()
-                    wall, peak, rc, tail, cpu = run_measured(cmd, repo, env, opt.timeout)
-                    runs[side].append({"wall_s": round(wall, 2), "cpu_s": round(cpu, 1), "peak_mib": round(peak),
-                                       "rc": rc, "load_before": load})
-                    if task.name == "classify" and side == "official":
-                        runs[side][-1]["augmentations"] = ref_augmentations(tail)
-                        result["official_augmentations"] = runs[side][-1]["augmentations"]
-                    print(f"  {key} run {r + 1}/{opt.runs} {side:<9} {wall:8.1f} s  CPU {cpu:7.1f} s  peak {peak:7.0f} "
-                          f"MiB  load {load}"
-                          f"{'' if rc == 0 else f'  FAILED rc={rc}: ' + tail[-800:]}", flush=True)
-            o, p = summarize("official", runs["official"]), summarize("project", runs["project"])
-            ratio = o["median_s"] / p["median_s"] if o["median_s"] and p["median_s"] else None
-            result["train"][key] = {"cfg": cfg, "img": img, "weights": w or "(scratch)", "official": o, "project": p,
-                                    "ratio_official_over_project": ratio}
-        if not opt.no_val:
-            runs = {"official": [], "project": []}
-            for r in range(opt.runs):
-                for side in (["official", "project"] if r % 2 == 0 else ["project", "official"]):
-                    python, repo, env, _ = sides[side]
-                    cmd = val_cmd(python, repo, data[side], str(val_weights), opt, tmp / f"val_{side}", f"v{r}",
-                                  task=task)
-                    load = _load()
-                    wall, peak, rc, tail, cpu = run_measured(cmd, repo, env, opt.timeout)
-                    runs[side].append({"wall_s": round(wall, 2), "cpu_s": round(cpu, 1), "peak_mib": round(peak),
-                                       "rc": rc, "load_before": load, task.figures: parse_all_line(tail, *task.row)})
-                    print(f"  val run {r + 1}/{opt.runs} {side:<9} {wall:8.1f} s  CPU {cpu:7.1f} s  peak {peak:7.0f} "
-                          f"MiB  load {load}  "
-                          f"{runs[side][-1][task.figures]}{'' if rc == 0 else ' FAILED: ' + tail[-800:]}",
-                          flush=True)
-            o, p = summarize("official", runs["official"]), summarize("project", runs["project"])
-            result["val"] = {"img": opt.val_img, "batch": opt.val_batch, "weights": Path(opt.val_weights).name,
-                             "official": o, "project": p, "ratio_official_over_project":
-                             o["median_s"] / p["median_s"] if o["median_s"] and p["median_s"] else None}
+    return ref_env, own_env
 
-    result["load_end"] = _load()
+
+def _compare_training(opt, task, sides, data, weights, tmp, result):
+    """Each config trained opt.runs times per side, the sides alternating; result['train'][config] gets the medians."""
+    for key in opt.configs:
+        cfg, img, w = task.configs[key]
+        img = opt.img or img
+        runs = {"official": [], "project": []}
+        for r in range(opt.runs):
+            order = ["official", "project"] if r % 2 == 0 else ["project", "official"]
+            for side in order:
+                python, repo, env, extra = sides[side]
+                cmd = train_cmd(python, repo, data[side], cfg, img, str(weights) if w else "", opt,
+                                tmp / f"runs_{side}", f"{key}_{r}", extra, task=task)
+                load = _load()
+                wall, peak, rc, tail, cpu = run_measured(cmd, repo, env, opt.timeout)
+                runs[side].append({"wall_s": round(wall, 2), "cpu_s": round(cpu, 1), "peak_mib": round(peak),
+                                   "rc": rc, "load_before": load})
+                if task.name == "classify" and side == "official":
+                    runs[side][-1]["augmentations"] = ref_augmentations(tail)
+                    result["official_augmentations"] = runs[side][-1]["augmentations"]
+                print(f"  {key} run {r + 1}/{opt.runs} {side:<9} {wall:8.1f} s  CPU {cpu:7.1f} s  peak {peak:7.0f} "
+                      f"MiB  load {load}"
+                      f"{'' if rc == 0 else f'  FAILED rc={rc}: ' + tail[-800:]}", flush=True)
+        o, p = summarize("official", runs["official"]), summarize("project", runs["project"])
+        ratio = o["median_s"] / p["median_s"] if o["median_s"] and p["median_s"] else None
+        result["train"][key] = {"cfg": cfg, "img": img, "weights": w or "(scratch)", "official": o, "project": p,
+                                "ratio_official_over_project": ratio}
+
+
+def _compare_validation(opt, task, sides, data, val_weights, tmp):
+    """val.py of each side opt.runs times, alternating: the medians and the figures of each run."""
+    runs = {"official": [], "project": []}
+    for r in range(opt.runs):
+        for side in (["official", "project"] if r % 2 == 0 else ["project", "official"]):
+            python, repo, env, _ = sides[side]
+            cmd = val_cmd(python, repo, data[side], str(val_weights), opt, tmp / f"val_{side}", f"v{r}", task=task)
+            load = _load()
+            wall, peak, rc, tail, cpu = run_measured(cmd, repo, env, opt.timeout)
+            runs[side].append({"wall_s": round(wall, 2), "cpu_s": round(cpu, 1), "peak_mib": round(peak),
+                               "rc": rc, "load_before": load, task.figures: parse_all_line(tail, *task.row)})
+            print(f"  val run {r + 1}/{opt.runs} {side:<9} {wall:8.1f} s  CPU {cpu:7.1f} s  peak {peak:7.0f} "
+                  f"MiB  load {load}  "
+                  f"{runs[side][-1][task.figures]}{'' if rc == 0 else ' FAILED: ' + tail[-800:]}",
+                  flush=True)
+    o, p = summarize("official", runs["official"]), summarize("project", runs["project"])
+    return {"img": opt.val_img, "batch": opt.val_batch, "weights": Path(opt.val_weights).name,
+            "official": o, "project": p, "ratio_official_over_project":
+            o["median_s"] / p["median_s"] if o["median_s"] and p["median_s"] else None}
+
+
+def _print_table(opt, task, result, own_extra):
     print(f"\nload average (1 min): {result['load_start']} at the start, {result['load_end']} at the end")
     script = {"detect": "train.py", "segment": "segment/train.py", "classify": "classify/train.py"}[task.name]
     noval = "validating every epoch" if task.name == "classify" else "--noval"
@@ -359,6 +343,41 @@ def main(opt):
     if result.get("official_augmentations"):
         print(f"official classification augmentations: {result['official_augmentations']}; this project: random "
               "resized crop, horizontal flip, colour jitter (always)")
+
+
+def main(opt):
+    if not opt.ref or not (Path(opt.ref) / "train.py").is_file():
+        print(f"compare_train: skipped: no official checkout (--ref {opt.ref!r}). To make one:\n{HOW_TO}")
+        return 0
+    # absolute paths: the runs start in the checkouts, where a relative path would name something else
+    opt.ref = str(Path(opt.ref).absolute())
+    ref_python = str(Path(opt.ref_python or Path(opt.ref).parent / "venv" / "bin" / "python").absolute())
+    if not Path(ref_python).exists():
+        print(f"compare_train: skipped: no Python for the official checkout at {ref_python} (--ref-python).")
+        return 0
+    ref_env, own_env = _environments(opt)
+    own_extra = opt.project_args.split()
+    task = TASKS[opt.task]
+    result = {"command": " ".join(sys.argv), "task": task.name, "cpu": _cpu_name(), "cores": os.cpu_count(),
+              "epochs": opt.epochs, "batch": opt.batch, "workers": opt.workers, "project_args": own_extra,
+              "project_env": opt.project_env, "ref_env": opt.ref_env, "train": {}, "val": None, "load_start": _load()}
+    with tempfile.TemporaryDirectory(prefix="compare_train_") as tmp:
+        tmp = Path(tmp)
+        names_yaml = "coco128-seg.yaml" if task.name == "segment" else "coco128.yaml"
+        data = {side: dataset_copy(Path(opt.data), tmp / f"{task.data}_{side}", image_folder=task.name == "classify",
+                                   names_yaml=names_yaml) for side in ("official", "project")}
+        weights = tmp / Path(opt.weights).name
+        shutil.copy(opt.weights, weights)
+        val_weights = tmp / Path(opt.val_weights).name
+        if not val_weights.exists():
+            shutil.copy(opt.val_weights, val_weights)
+        sides = {"official": (ref_python, Path(opt.ref), ref_env, []),
+                 "project": (opt.python, ROOT, own_env, own_extra)}
+        _compare_training(opt, task, sides, data, weights, tmp, result)
+        if not opt.no_val:
+            result["val"] = _compare_validation(opt, task, sides, data, val_weights, tmp)
+    result["load_end"] = _load()
+    _print_table(opt, task, result, own_extra)
     print(f"wrote {write_result('compare_train', result, path=opt.json, tag=task.name)}")
     return 0
 

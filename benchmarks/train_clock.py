@@ -46,14 +46,25 @@ def _write(path, data):
 
 
 def install(out_path, epochs, run=None):
+    """Patch PyTorch so that this process's training run is clocked into rec (returned), written to out_path."""
     import torch
-    from torch.utils.data import dataloader as dl
 
     cuda = torch.cuda.is_available()
     rec = {**({"benchmark": "train_clock", "run": run} if run else {}),
            "epochs": epochs, "t_start": time.time(), "batches": 0, "nb": None, "timed_images": 0,
            "scaler_enabled": None, "autocast": [], "device": torch.cuda.get_device_name(0) if cuda else "cpu",
            "torch": torch.__version__, "done": False}
+    _clock_training_batches(torch, rec, out_path, epochs)
+    _record_amp(torch, rec)
+    return rec
+
+
+def _clock_training_batches(torch, rec, out_path, epochs):
+    """Every batch of an augmenting loader counted; the timed window opened at epoch 1's first batch and closed at
+    the last epoch's last one, each with a device synchronisation, and rec written at both ends."""
+    from torch.utils.data import dataloader as dl
+
+    cuda = torch.cuda.is_available()
     state = {"t0": None, "images": 0}
 
     def sync():
@@ -100,6 +111,9 @@ def install(out_path, epochs, run=None):
 
     dl._BaseDataLoaderIter.__next__ = clocked_next
 
+
+def _record_amp(torch, rec):
+    """rec['scaler_enabled']: whether a GradScaler was made enabled; rec['autocast']: the autocast dtypes entered."""
     scaler_init = torch.amp.GradScaler.__init__
 
     def recorded_scaler_init(self, *a, **kw):
@@ -118,7 +132,6 @@ def install(out_path, epochs, run=None):
         return autocast_enter(self)
 
     torch.amp.autocast_mode.autocast.__enter__ = recorded_enter
-    return rec
 
 
 def main(argv):
