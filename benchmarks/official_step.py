@@ -19,7 +19,7 @@ import warnings
 from pathlib import Path
 
 
-def main(argv=None):
+def parse_opt(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--ref", required=True, help="official ultralytics/yolov5 checkout")
     p.add_argument("--json", required=True, help="where to write the counts")
@@ -27,18 +27,25 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--img", type=int, default=320)
     p.add_argument("--cuda-defaults", action="store_true")
-    opt = p.parse_args(argv)
+    return p.parse_args(argv)
 
+
+def _official_first(ref):
+    """The official checkout first on sys.path and the working folder (its `utils` must win over this project's);
+    benchmarks/dispatch_count.py loaded by its path."""
     here = str(Path(__file__).resolve().parent)
-    ref = str(Path(opt.ref).resolve())
-    sys.path = [ref] + [x for x in sys.path if x not in (here, "")]  # the official `utils` must win
+    sys.path = [ref] + [x for x in sys.path if x not in (here, "")]
     os.chdir(ref)
     warnings.filterwarnings("ignore")
     import importlib.util
     spec = importlib.util.spec_from_file_location("dispatch_count", Path(here) / "dispatch_count.py")
     dc = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(dc)
+    return dc
 
+
+def _official_parts(ref, opt):
+    """(model, loss, optimizer, EMA, scaler) as the official train.py builds them with AMP off, quietly."""
     import torch
     import yaml
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -62,6 +69,15 @@ def main(argv=None):
         optimizer = smart_optimizer(model, "SGD", hyp["lr0"], hyp["momentum"], hyp["weight_decay"])
         ema = ModelEMA(model)
         scaler = torch.amp.GradScaler("cuda", enabled=False)  # what the official trainer makes with AMP off
+    return model, compute_loss, optimizer, ema, scaler
+
+
+def main(argv=None):
+    opt = parse_opt(argv)
+    ref = str(Path(opt.ref).resolve())
+    dc = _official_first(ref)
+    import torch
+    model, compute_loss, optimizer, ema, scaler = _official_parts(ref, opt)
     imgs_u8, targets = dc.synthetic_batch(opt.batch, opt.img)
 
     def step(c):

@@ -164,18 +164,31 @@ def kmean_anchors(dataset, n=9, img_size=640, thr=4.0, gen=1000, verbose=True):
         return (best * (best > thr)).mean(dtype=np.float32)
 
     def sort_and_report(k, show=True):
-        k = k[np.argsort(k.prod(1))]  # small to large
-        if show:
-            x, best = _metric(k.astype(np.float32), wh0)
-            bpr, aat = (best > thr).mean(dtype=np.float32), (x > thr).mean(dtype=np.float32) * n
-            past = x[x > thr].mean(dtype=np.float32) if (x > thr).any() else float("nan")
-            LOGGER.info(f"{PREFIX}thr={thr:.2f}: {bpr:.4f} best possible recall, {aat:.2f} anchors past thr\n"
-                        f"{PREFIX}n={n}, img_size={img_size}, metric_all={x.mean(dtype=np.float32):.3f}/"
-                        f"{best.mean(dtype=np.float32):.3f}-mean/best, past_thr={past:.3f}-mean: "
-                        + ", ".join(f"{round(float(a))},{round(float(b))}" for a, b in k))
-        return k
+        return _sort_and_report(k, wh0, thr, n, img_size, show)
 
     LOGGER.info(f"{PREFIX}Running kmeans for {n} anchors on {len(wh)} points...")
+    k = sort_and_report(_initial_anchors(wh, n, img_size), show=False)  # the evolution mutates the sorted anchors
+    f, k = _evolve(k, fitness, gen, on_fitter=sort_and_report if verbose else None)
+    LOGGER.info(f"{PREFIX}Evolving anchors with Genetic Algorithm: fitness = {f:.4f}")
+    return sort_and_report(k).astype(np.float32)
+
+
+def _sort_and_report(k, wh0, thr, n, img_size, show=True):
+    """Anchors k sorted small to large; with show, their recall and metrics on every label logged (official line)."""
+    k = k[np.argsort(k.prod(1))]  # small to large
+    if show:
+        x, best = _metric(k.astype(np.float32), wh0)
+        bpr, aat = (best > thr).mean(dtype=np.float32), (x > thr).mean(dtype=np.float32) * n
+        past = x[x > thr].mean(dtype=np.float32) if (x > thr).any() else float("nan")
+        LOGGER.info(f"{PREFIX}thr={thr:.2f}: {bpr:.4f} best possible recall, {aat:.2f} anchors past thr\n"
+                    f"{PREFIX}n={n}, img_size={img_size}, metric_all={x.mean(dtype=np.float32):.3f}/"
+                    f"{best.mean(dtype=np.float32):.3f}-mean/best, past_thr={past:.3f}-mean: "
+                    + ", ".join(f"{round(float(a))},{round(float(b))}" for a, b in k))
+    return k
+
+
+def _initial_anchors(wh, n, img_size):
+    """n anchors by k-means on the whitened boxes wh; random ones where k-means cannot give n."""
     try:
         if n > len(wh):
             raise ValueError(f"{len(wh)} boxes for {n} anchors")
@@ -187,8 +200,12 @@ def kmean_anchors(dataset, n=9, img_size=640, thr=4.0, gen=1000, verbose=True):
     except Exception as e:
         LOGGER.warning(f"{PREFIX}switching strategies from kmeans to random init ({e})")
         k = np.sort(np.random.rand(n * 2)).reshape(n, 2) * img_size
-    k = sort_and_report(k, show=False)  # the evolution below mutates the sorted anchors
+    return k
 
+
+def _evolve(k, fitness, gen, on_fitter=None):
+    """(fitness, anchors) after gen generations of the genetic search: a mutant (probability 0.9, sigma 0.1, one
+    random scale per generation) replaces k when it is fitter, and is then passed to on_fitter."""
     f, sh, mp, sigma = fitness(k), k.shape, 0.9, 0.1  # fitness, shape, mutation probability, sigma
     for _ in range(gen):
         v = np.ones(sh)
@@ -198,7 +215,6 @@ def kmean_anchors(dataset, n=9, img_size=640, thr=4.0, gen=1000, verbose=True):
         fg = fitness(kg)
         if fg > f:
             f, k = fg, kg.copy()
-            if verbose:
-                sort_and_report(k)
-    LOGGER.info(f"{PREFIX}Evolving anchors with Genetic Algorithm: fitness = {f:.4f}")
-    return sort_and_report(k).astype(np.float32)
+            if on_fitter is not None:
+                on_fitter(k)
+    return f, k

@@ -160,6 +160,25 @@ def check_dataset(data, autodownload=True, allow_scripts=False):
             data = load_yaml(file)
     data = dict(data)
     where = file or "dataset dict"
+    _check_entries(data, where)
+    given_path = data.get("path")
+    path = Path(given_path or "")  # as ultralytics: relative to the project folder, which a missing one is
+    if not path.is_absolute():
+        path = (ROOT / path).resolve()
+    data["path"] = str(path)
+    for k in ("train", "val", "test"):
+        if data.get(k):
+            data[k] = _resolve_split(path, data[k])
+    if file is not None:
+        data["yaml_file"] = str(file)
+    if not _paths_exist(data["val"]):
+        _download_missing(data, path, where, given_path, autodownload, allow_scripts)
+    return data
+
+
+def _check_entries(data, where):
+    """The YAML's entries checked in place: train and val present, splits, names (-> names and nc), path and
+    download of the right kinds; a DatasetError names the first wrong one."""
     for k in ("train", "val"):
         if k not in data:
             close = difflib.get_close_matches(k, [str(x) for x in data if x not in KNOWN_KEYS], n=1, cutoff=0.6)
@@ -179,37 +198,28 @@ def check_dataset(data, autodownload=True, allow_scripts=False):
         raise DatasetError(f"{where}: 'download: {describe(data['download'])}' must be text (a .zip URL or a "
                            "script); fix or remove it.")
 
-    given_path = data.get("path")
-    path = Path(given_path or "")  # as ultralytics: relative to the project folder, which a missing one is
-    if not path.is_absolute():
-        path = (ROOT / path).resolve()
-    data["path"] = str(path)
-    for k in ("train", "val", "test"):
-        if data.get(k):
-            data[k] = _resolve_split(path, data[k])
-    if file is not None:
-        data["yaml_file"] = str(file)
 
+def _download_missing(data, path, where, given_path, autodownload, allow_scripts):
+    """The validation images are missing: run the YAML's download entry (with consent where it is a script) or
+    raise a DatasetError that names the folder to put the data in."""
+    missing = [p for p in (data["val"] if isinstance(data["val"], list) else [data["val"]]) if not _exists(p)]
+    s = data.get("download")
+    if not s or not autodownload:
+        raise DatasetError(f"Dataset not found: {missing} missing. Put the images and labels under {path} "
+                           f"(images/ and labels/ side by side), or add a 'download:' entry to {where}.")
+    _refuse_code_folder(path, where, given_path)
+    _consent_to_download(s, download_kind(s), where, path, allow_scripts)
+    LOGGER.info(f"{colorstr('data: ')}Dataset not found at {missing}, running the 'download:' entry...")
+    try:
+        run_download(s, data, path)
+    except ArchiveError as e:  # says what happened: too large, a bomb, code inside, disk full, fetch failed
+        raise DatasetError(f"{e} Without it, put the data in {path} (images/ and labels/ side by side).") from None
+    except Exception as e:
+        raise DatasetError(f"Dataset not found and download failed ({type(e).__name__}: {e}). Without network, "
+                           f"put the data in {path} (images/ and labels/ side by side).") from e
     if not _paths_exist(data["val"]):
-        missing = [p for p in (data["val"] if isinstance(data["val"], list) else [data["val"]]) if not _exists(p)]
-        s = data.get("download")
-        if not s or not autodownload:
-            raise DatasetError(f"Dataset not found: {missing} missing. Put the images and labels under {path} "
-                               f"(images/ and labels/ side by side), or add a 'download:' entry to {where}.")
-        _refuse_code_folder(path, where, given_path)
-        _consent_to_download(s, download_kind(s), where, path, allow_scripts)
-        LOGGER.info(f"{colorstr('data: ')}Dataset not found at {missing}, running the 'download:' entry...")
-        try:
-            run_download(s, data, path)
-        except ArchiveError as e:  # says what happened: too large, a bomb, code inside, disk full, fetch failed
-            raise DatasetError(f"{e} Without it, put the data in {path} (images/ and labels/ side by side).") from None
-        except Exception as e:
-            raise DatasetError(f"Dataset not found and download failed ({type(e).__name__}: {e}). Without network, "
-                               f"put the data in {path} (images/ and labels/ side by side).") from e
-        if not _paths_exist(data["val"]):
-            raise DatasetError(f"Dataset download ran but {missing} still does not exist; put the data in {path}.")
-        LOGGER.info(f"{colorstr('data: ')}Dataset ready at {path}")
-    return data
+        raise DatasetError(f"Dataset download ran but {missing} still does not exist; put the data in {path}.")
+    LOGGER.info(f"{colorstr('data: ')}Dataset ready at {path}")
 
 
 def download_kind(s):

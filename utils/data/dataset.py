@@ -58,21 +58,7 @@ class LoadImagesAndLabels(MosaicMixin, torch.utils.data.Dataset):
         self.path = path
         self.prefix = prefix
 
-        self.im_files = list_image_files(path, prefix)
-        self.label_files = img2label_paths(self.im_files)
-        scan = self._labels_cache()
-        if not scan["files"]:
-            raise LabelError(f"{prefix}None of the {len(self.im_files)} images in {path} could be used (each one is "
-                             f"named in a warning above): fix or replace them. {HELP_URL}")
-        if augment:
-            require_labels(scan["labels"], path, Path(self.label_files[0]).parent, prefix)
-        self.labels = [np.asarray(x, dtype=np.float32).reshape(-1, 5) for x in scan["labels"]]
-        self.shapes = np.array(scan["shapes"], dtype=np.int64).reshape(-1, 2)  # (w, h) as displayed (EXIF applied)
-        self.orientations = np.array(scan["orientations"], dtype=np.uint8)
-        self.segments = list(scan["segments"])
-        self.im_files = list(scan["files"])
-        self.label_files = img2label_paths(self.im_files)
-
+        self._read_labels(path, prefix, augment)
         if min_items:  # drop images with fewer than min_items labels
             keep = [i for i, x in enumerate(self.labels) if len(x) >= min_items]
             LOGGER.info(f"{prefix}{len(self.im_files) - len(keep)}/{len(self.im_files)} images filtered from dataset")
@@ -98,9 +84,30 @@ class LoadImagesAndLabels(MosaicMixin, torch.utils.data.Dataset):
         # --cache holds only it.
         self.indices = rank_share(n, world_size, rank, seed, None if shuffle else batch_size)
 
-        # Image caches: ram keeps resized decoded images, disk keeps them as .npy at the training size
-        self.ims = [None] * n
-        self.npy_files = [None] * n
+        self._start_image_cache(cache_images, prefix)
+
+    def _read_labels(self, path, prefix, augment):
+        """The images under path that can be used, with their labels, shapes, orientations and segments (through
+        the label cache); the unusable ones were named in warnings."""
+        self.im_files = list_image_files(path, prefix)
+        self.label_files = img2label_paths(self.im_files)
+        scan = self._labels_cache()
+        if not scan["files"]:
+            raise LabelError(f"{prefix}None of the {len(self.im_files)} images in {path} could be used (each one is "
+                             f"named in a warning above): fix or replace them. {HELP_URL}")
+        if augment:
+            require_labels(scan["labels"], path, Path(self.label_files[0]).parent, prefix)
+        self.labels = [np.asarray(x, dtype=np.float32).reshape(-1, 5) for x in scan["labels"]]
+        self.shapes = np.array(scan["shapes"], dtype=np.int64).reshape(-1, 2)  # (w, h) as displayed (EXIF applied)
+        self.orientations = np.array(scan["orientations"], dtype=np.uint8)
+        self.segments = list(scan["segments"])
+        self.im_files = list(scan["files"])
+        self.label_files = img2label_paths(self.im_files)
+
+    def _start_image_cache(self, cache_images, prefix):
+        """Image caches: ram keeps resized decoded images, disk keeps them as .npy at the training size."""
+        self.ims = [None] * self.n
+        self.npy_files = [None] * self.n
         cache_images = _CACHE_IMAGES.get(cache_images, cache_images)
         if cache_images == "ram" and not self.check_cache_ram(prefix=prefix):
             cache_images = None
