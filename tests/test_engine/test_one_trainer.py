@@ -98,6 +98,7 @@ def _image_folder(root, classes=("dark", "bright"), n_train=4, n_val=2):
 
 
 def test_classification_resumes_through_the_one_build(tmp_path):
+    """Two epochs of a 4-layer classifier at 32 px, in process (4 s under PyTorch, 7 s under OneFlow)."""
     from classify import train as cls_train
     from utils.checkpoint import load_checkpoint
     from utils.engine.build import build_training
@@ -112,7 +113,7 @@ def test_classification_resumes_through_the_one_build(tmp_path):
     data = _image_folder(tmp_path / "data")
     opt = cls_train.parse_opt(True, args=["--model", "yolov5n.yaml", "--data", str(data), "--img", "32",
                                           "--epochs", "2", "--batch-size", "4", "--workers", "0", "--device", "cpu",
-                                          "--seed", "1"])
+                                          "--seed", "1", "--cutoff", "4"])
     opt.weights, opt.save_dir = "", str(tmp_path / "exp")  # as main() settles a new run
     cpu = backend.device("cpu")
     parts = build_training(opt, None, cpu, DistContext(), CLASSIFY, options=cls_train.run_options(opt))
