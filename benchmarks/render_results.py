@@ -21,7 +21,8 @@ START, END = "<!-- results:headline:start -->", "<!-- results:headline:end -->"
 REGENERATE = "python benchmarks/render_results.py"
 FLAG_NAMES = {"avx2": "AVX2", "avx512f": "AVX-512", "avx512_bf16": "AVX512-BF16", "amx_tile": "AMX"}
 SCRIPTS = {"detect": "", "segment": "segment/", "classify": "classify/"}
-KIND_ORDER = ("compare_train", "gpu_kit", "train_clock", "loader", "cpu_levers", "speed", "launches", "demo")
+KIND_ORDER = ("compare_train", "learning_study", "gpu_kit", "train_clock", "loader", "cpu_levers", "speed",
+              "launches", "step_profile", "demo")
 TITLES = {
     "compare_train": ("Whole runs against the official scripts (`compare_train.py`)",
                       "Wall time of whole `train.py` / `val.py` runs (and the segment/classify ones) on coco128 "
@@ -43,6 +44,14 @@ TITLES = {
     "launches": ("Launches per training step (`launches.py`)",
                  "Non-view aten ops of one training step, counted with PyTorch's dispatch mode (the same on any "
                  "machine); fewer is better on a launch-bound GPU."),
+    "learning_study": ("Does it learn the same? (`learning_study.py`)",
+                       "The same training under each configuration and several seeds, alternating; each run's figures "
+                       "are its last epoch's validation (results.csv). Per configuration: mean ± std over the seeds, "
+                       "and the lowest and highest run; per pair: the difference of the means with 95% intervals "
+                       "(Welch's t and the bootstrap). An interval that includes 0 means the runs cannot tell the "
+                       "two apart."),
+    "step_profile": ("Where a CPU training step's time goes (`step_profile.py`)",
+                     "Operators' own CPU time per step under torch.profiler, grouped; official / this project."),
     "demo": ("The demos (`make train-demo`)", "What the 30-epoch shapes demo (10 for classification) learns, and its "
                                               "wall time."),
 }
@@ -217,13 +226,84 @@ def demo_rows(doc):
     return ["task", "backend", "size", ">seed", "figures", ">wall", ">CPU"], rows
 
 
+def _mean_std(s, nd=3):
+    """'0.412 ± 0.006' from a study summary ({mean, std, ...}); '-' without one."""
+    if not s or s.get("mean") is None:
+        return "-"
+    return f"{s['mean']:.{nd}f}" + ("" if s.get("std") is None else f" ± {s['std']:.{nd}f}")
+
+
+def _interval(r, nd=4):
+    return "-" if not r or r.get("low") is None else f"[{r['low']:+.{nd}f}, {r['high']:+.{nd}f}]"
+
+
+def _study_name(doc):
+    return f"{doc.get('dataset', '?')} {doc.get('model', '?')} {doc.get('img', '?')} px, {doc.get('epochs', '?')} ep."
+
+
+def learning_study_rows(doc):
+    """One row per configuration: its runs, final mAP50-95 (mean ± std, lowest - highest), mAP50, P, R, time."""
+    rows = []
+    for name, block in (doc.get("configs") or {}).items():
+        s = block.get("summary") or {}
+        m = s.get("mAP50-95") or {}
+        runs = f"{m.get('n', 0)}" + (f" (+{block['failed']} failed)" if block.get("failed") else "")
+        rows.append([_study_name(doc), name, runs, _mean_std(m), f"{num(m.get('min'), 3)} - {num(m.get('max'), 3)}",
+                     _mean_std(s.get("mAP50")), num((s.get("P") or {}).get("mean"), 3),
+                     num((s.get("R") or {}).get("mean"), 3), num((s.get("wall_s") or {}).get("mean"), 0, " s")])
+    return ["study", "config", ">runs", ">mAP50-95", ">lowest - highest", ">mAP50", ">P", ">R", ">time a run"], rows
+
+
+def learning_pair_rows(doc):
+    """One row per pair of configurations and figure: the difference of means and both 95% intervals."""
+    rows = []
+    for p in doc.get("pairs") or []:
+        for metric in ("mAP50-95", "mAP50"):
+            c = p.get(metric) or {}
+            w, b = c.get("welch") or {}, c.get("bootstrap") or {}
+            diff = w.get("diff", b.get("diff"))
+            same = c.get("welch_includes_0")
+            rows.append([_study_name(doc), f"{p.get('a')} - {p.get('b')}", metric,
+                         "-" if diff is None else f"{diff:+.4f}", _interval(w), _interval(b),
+                         "-" if same is None else ("yes" if same else "no")])
+    return ["study", "difference", "figure", ">of means", ">95% Welch", ">95% bootstrap", "interval holds 0"], rows
+
+
+def learning_study_section(kind, files):
+    """Two tables: the configurations' figures, then the pairs' differences."""
+    title, intro = TITLES[kind]
+    out = [f"## {title}", "", intro, ""]
+    for rows_of in (learning_study_rows, learning_pair_rows):
+        header, rows = None, []
+        for stem, doc in files:
+            header, body = rows_of(doc)
+            rows += [[day(doc["run"]), machine(doc["run"]), *cells, f"`{stem}`"] for cells in body]
+        out += [table(["date", "machine", *header, "file"], rows), ""]
+    out += ["Commands and conditions (the curves of each study: the .png of the same name beside its file):", ""]
+    out += [f"- `{stem}`: `{doc['run'].get('command', '?')}` ({source(doc['run'])})" for stem, doc in files]
+    return out + [""]
+
+
+def step_profile_rows(doc):
+    """One row per group of the step (ms per step on each side, the ratio), then the whole step's wall times."""
+    sides, r = doc.get("sides") or {}, doc.get("ratio_official_over_project") or {}
+    o, p = sides.get("official") or {}, sides.get("project") or {}
+    what = f"{_cfg_name(doc)} {doc.get('img')} b{doc.get('batch')}"
+    rows = [[what, g, num((o.get("groups_ms") or {}).get(g), 1), num((p.get("groups_ms") or {}).get(g), 1),
+             ratio(r.get(g))] for g in (p or o).get("groups_ms") or {}]
+    rows += [[what, k, num(o.get(k), 1), num(p.get(k), 1), ratio(r.get(k))]
+             for k in ("wall_ms_per_step", "amortised_ms")]
+    return ["step", "group", ">official ms", ">project ms", ">ratio"], rows
+
+
 def generic_rows(doc):
     return ["figures"], [[", ".join(k for k in doc if k not in ("benchmark", "run"))]]
 
 
 ROWS = {"compare_train": compare_train_rows, "gpu_kit": gpu_kit_rows, "train_clock": train_clock_rows,
         "loader": loader_rows, "cpu_levers": cpu_levers_rows, "speed": speed_rows, "launches": launches_rows,
-        "demo": demo_rows}
+        "demo": demo_rows, "learning_study": learning_study_rows, "step_profile": step_profile_rows}
+SECTIONS = {"learning_study": learning_study_section}  # kinds with more than one table
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -262,7 +342,7 @@ def render_page(results):
              "favour this project.", "",
              "## Headline", "", *headline_table(results), ""]
     for kind in kinds:
-        lines += kind_section(kind, by_kind[kind])
+        lines += SECTIONS.get(kind, kind_section)(kind, by_kind[kind])
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -296,12 +376,46 @@ def headline_table(results):
     return [table(["script", ">speed-up vs the official script", "machine", "date"], headline_rows(results))]
 
 
+def learning_headline(results):
+    """The README's short "does it learn the same" table: the newest learning study per dataset, each configuration's
+    final mAP50-95 and its difference from the official trainer's with the 95% Welch interval; [] without a study."""
+    newest = {}
+    for stem, doc in results:  # oldest first: later files replace earlier ones
+        if doc["benchmark"] == "learning_study" and not doc["run"].get("variant"):
+            newest[doc.get("dataset")] = doc
+    rows = []
+    for doc in newest.values():
+        vs_official = {p["a"]: p for p in doc.get("pairs") or [] if p.get("b") == "official"}
+        vs_official.update({p["b"]: _flipped(p) for p in doc.get("pairs") or [] if p.get("a") == "official"})
+        for name, block in (doc.get("configs") or {}).items():
+            m = (block.get("summary") or {}).get("mAP50-95") or {}
+            w = ((vs_official.get(name) or {}).get("mAP50-95") or {}).get("welch") or {}
+            rows.append([_study_name(doc), name, f"{_mean_std(m)} ({m.get('n', 0)} seeds)",
+                         "-" if w.get("diff") is None else f"{w['diff']:+.4f} {_interval(w)}", machine(doc["run"]),
+                         day(doc["run"])])
+    if not rows:
+        return []
+    return ["", "Does it learn the same? Final mAP50-95 over seeds, and the difference from the official trainer "
+            "with its 95% interval (Welch):", "",
+            table(["study", "config", ">mAP50-95", ">vs official", "machine", "date"], rows)]
+
+
+def _flipped(pair):
+    """A pair (official, x) as (x, official): differences and intervals negated."""
+    out = {}
+    for metric, c in pair.items():
+        if isinstance(c, dict) and "welch" in c:
+            w = c.get("welch") or {}
+            out[metric] = {**c, "welch": w and {**w, "diff": -w["diff"], "low": -w["high"], "high": -w["low"]}}
+    return out
+
+
 def headline_block(results):
     """What goes between the README's markers."""
     return "\n".join(["", *headline_table(results), "",
                       "Wall time of whole runs, official over this project, from the newest results file of each",
                       "(`benchmarks/results/`); every figure with its command and conditions:",
-                      "[docs/benchmarks.md](docs/benchmarks.md).", ""])
+                      "[docs/benchmarks.md](docs/benchmarks.md).", *learning_headline(results), ""])
 
 
 def replace_block(text, block):
