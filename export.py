@@ -133,16 +133,7 @@ def export_checkpoint(weights, imgsz=(640, 640), batch_size=1, device="cpu", inc
     line), and requested formats that this project does not write."""
     torch = require_pytorch("export.py")
     t = time.time()
-    include = [x.lower() for x in (include if isinstance(include, (list, tuple)) else [include])]
-    valid = tuple(f[1] for f in FORMATS[1:]) + ("ncnn",)
-    bad = [x for x in include if x not in valid]
-    if bad:
-        raise UserError(f"--include {' '.join(bad)}: not an export format; valid --include arguments are "
-                        f"{', '.join(valid)}")
-    file = Path(weights[0] if isinstance(weights, (list, tuple)) else weights)
-    if not file.is_file():
-        raise UserError(f"--weights {file}: file not found; pass the path of a .pt checkpoint")
-
+    file, include = _checked_request(weights, include)
     written, failed = [], []
     refused = refused_options(include, int8=int8, half=half, mlmodel=mlmodel, opset=opset)  # before any work
     for x, reason in refused.items():
@@ -158,14 +149,7 @@ def export_checkpoint(weights, imgsz=(640, 640), batch_size=1, device="cpu", inc
 
     unavailable = [x for x in include if x not in WRITTEN_HERE]
     if prepared.task != "detect":  # segmentation and classification: the formats below only, each other one line
-        if nms:
-            raise UserError(f"--nms: {file} is a {task_name(prepared.task)} model; NMS inside the graph is for "
-                            "detection models, export it without --nms")
-        for x in [x for x in include if x in WRITTEN_HERE and x not in TASK_FORMATS]:
-            LOGGER.info(f"{colorstr(format_name(x) + ':')} export failure ❌ {task_name(prepared.task)} models export "
-                        f"to {', '.join(TASK_FORMATS)} here (the {format_name(x)} converter takes detection models)")
-            failed.append(x)
-        include = [x for x in include if x not in failed]
+        include = _task_formats_only(prepared, file, include, nms, failed)
     warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)  # shape-dependent Python branches are fixed
     if "torchscript" in include:
         f = _attempt(colorstr("TorchScript:"), lambda: export_torchscript(prepared, file, optimize))
@@ -182,17 +166,50 @@ def export_checkpoint(weights, imgsz=(640, 640), batch_size=1, device="cpu", inc
 
     written = [str(x) for x in written]
     if written:
-        h = "--half" if half else ""
-        folder, predict = scripts_for(prepared.task)  # each task's own scripts, as official prints them
-        hub = "" if prepared.task == "detect" else \
-            f"  # {task_name(prepared.task)} models are not AutoShape compatible: hub returns the model itself"
-        LOGGER.info(f"\nExport complete ({time.time() - t:.1f}s)"
-                    f"\nResults saved to {colorstr('bold', file.parent.resolve())}"
-                    f"\nDetect:          python {folder}{predict} --weights {written[-1]} {h}"
-                    f"\nValidate:        python {folder}val.py --weights {written[-1]} {h}"
-                    f"\nPyTorch Hub:     model = torch.hub.load('.', 'custom', '{written[-1]}', source='local'){hub}"
-                    f"\nVisualize:       https://netron.app")
+        _log_complete(prepared, file, written, half, t)
     return written, failed, unavailable
+
+
+def _checked_request(weights, include):
+    """(the checkpoint's Path, the --include arguments in lower case), or a UserError naming a format that is none
+    or a file that is missing."""
+    include = [x.lower() for x in (include if isinstance(include, (list, tuple)) else [include])]
+    valid = tuple(f[1] for f in FORMATS[1:]) + ("ncnn",)
+    bad = [x for x in include if x not in valid]
+    if bad:
+        raise UserError(f"--include {' '.join(bad)}: not an export format; valid --include arguments are "
+                        f"{', '.join(valid)}")
+    file = Path(weights[0] if isinstance(weights, (list, tuple)) else weights)
+    if not file.is_file():
+        raise UserError(f"--weights {file}: file not found; pass the path of a .pt checkpoint")
+    return file, include
+
+
+def _task_formats_only(prepared, file, include, nms, failed):
+    """A segmentation or classification model: include less the formats its converters do not take, each named in
+    one line and added to failed; --nms refused."""
+    if nms:
+        raise UserError(f"--nms: {file} is a {task_name(prepared.task)} model; NMS inside the graph is for "
+                        "detection models, export it without --nms")
+    for x in [x for x in include if x in WRITTEN_HERE and x not in TASK_FORMATS]:
+        LOGGER.info(f"{colorstr(format_name(x) + ':')} export failure ❌ {task_name(prepared.task)} models export "
+                    f"to {', '.join(TASK_FORMATS)} here (the {format_name(x)} converter takes detection models)")
+        failed.append(x)
+    return [x for x in include if x not in failed]
+
+
+def _log_complete(prepared, file, written, half, t):
+    """The official closing lines: where the files are and the commands that run the last one."""
+    h = "--half" if half else ""
+    folder, predict = scripts_for(prepared.task)  # each task's own scripts, as official prints them
+    hub = "" if prepared.task == "detect" else \
+        f"  # {task_name(prepared.task)} models are not AutoShape compatible: hub returns the model itself"
+    LOGGER.info(f"\nExport complete ({time.time() - t:.1f}s)"
+                f"\nResults saved to {colorstr('bold', file.parent.resolve())}"
+                f"\nDetect:          python {folder}{predict} --weights {written[-1]} {h}"
+                f"\nValidate:        python {folder}val.py --weights {written[-1]} {h}"
+                f"\nPyTorch Hub:     model = torch.hub.load('.', 'custom', '{written[-1]}', source='local'){hub}"
+                f"\nVisualize:       https://netron.app")
 
 
 def _export_openvino(prepared, file, onnx_file, half, opset, dynamic, simplify, nms):

@@ -54,3 +54,33 @@ def test_the_network_loads_without_the_inference_stack():
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.strip() == "[]", res.stdout
+
+
+# ---------------------------------------------------------------------------------------------- sizes (issue 35)
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 450, 60
+SPLIT_MODULES = ("benchmarks/speed.py", "benchmarks/speed_kernels.py", "benchmarks/speed_steps.py",
+                 "utils/checkpoint/torch_reader.py", "utils/checkpoint/unpickler.py",
+                 "utils/checkpoint/pickle_values.py", "utils/archive_extract.py", "utils/data_folders.py",
+                 "utils/downloads.py", "utils/inference/format_loader.py")
+SHORTENED_FUNCTIONS = {  # file -> functions that were over MAX_FUNCTION_LINES lines
+    "benchmarks/compare_train.py": ("main",), "benchmarks/train_clock.py": ("install",), "benchmarks.py": ("run",),
+    "export.py": ("export_checkpoint",), "benchmarks/speed.py": ("main",),
+    "benchmarks/speed_steps.py": ("make_train_step",), "benchmarks/official_step.py": ("main",),
+    "utils/dataset_config.py": ("check_dataset",), "utils/data/dataset.py": ("__init__",),
+    "utils/autoanchor.py": ("kmean_anchors",)}
+
+
+@pytest.mark.parametrize("path", [*(f"benchmarks/{p.name}" for p in sorted((ROOT / "benchmarks").glob("gpu_kit*.py"))),
+                                  *SPLIT_MODULES])
+def test_split_modules_stay_under_the_module_limit(path):
+    lines = len((ROOT / path).read_text().splitlines())
+    assert lines <= MAX_MODULE_LINES, f"{path}: {lines} lines"
+
+
+@pytest.mark.parametrize("path,names", sorted(SHORTENED_FUNCTIONS.items()))
+def test_shortened_functions_stay_under_the_function_limit(path, names):
+    tree = ast.parse((ROOT / path).read_text())
+    found = {n.name: n.end_lineno - n.lineno + 1 for n in ast.walk(tree)
+             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in names}
+    assert set(found) == set(names), f"{path}: {sorted(set(names) - set(found))} not found"
+    assert all(v <= MAX_FUNCTION_LINES for v in found.values()), f"{path}: {found}"
