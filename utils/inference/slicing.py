@@ -12,6 +12,8 @@ the longer side scaled to imgsz, both sides rounded up to the stride, centred pa
 fixed input shape gets that shape. Tiles of one image are all of one size, so they go through the model as one
 batch (settings.batch tiles a call); a model exported for batch 1 takes them one at a time (said once).
 SAHI runs one tile a call in Python; here the model sees the whole batch, which is where the speed comes from."""
+import math
+
 import numpy as np
 
 from utils.augmentations import letterbox
@@ -51,8 +53,10 @@ class SlicedPredictor:
         if note:
             LOGGER.warning(f"WARNING: {note}")
         self.model, self.imgsz, self.settings = model, imgsz, settings
+        # no NMS time limit: a tile cut by it would be a hole in the image (each tile's candidates are capped by
+        # max_nms, and a batch of tiles on a slow CPU backend took longer than the limit for a batch)
         self.nms = dict(conf_thres=conf_thres, iou_thres=iou_thres, classes=classes, agnostic=agnostic,
-                        max_det=max_det, multi_label=multi_label)
+                        max_det=max_det, multi_label=multi_label, time_limit=math.inf)
         self.augment = augment
         # a DetectMultiBackend knows its device and precision; a plain module (AutoShape's) is told them
         self.device = device if device is not None else model.device
