@@ -26,6 +26,44 @@ if not (Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi")):
 SHARED = Path(os.environ.get("YOLO_SHARED_DIR", ROOT.parent / "shared"))
 
 
+# ------------------------------------------------------------------------------------------------ warm start
+# Most script tests spend their time importing PyTorch (about 3 CPU-seconds a process on 2 cores). In the PyTorch
+# suite, `sys.executable` (and `python` on the docs blocks' PATH) is a launcher whose processes fork from one server
+# that imported it once (tests/helpers/zygote.py says what it reproduces of a fresh `python`, and when it runs the
+# real one instead). YOLO_TEST_ZYGOTE=off turns it off for a session, or for one process in its environment.
+ZYGOTE = os.environ.get("YOLO_TEST_ZYGOTE", "on").strip().lower()
+REAL_PYTHON = sys.executable
+
+
+def _start_warm_python(config):
+    if ZYGOTE not in ("on", "off"):
+        raise pytest.UsageError(f"YOLO_TEST_ZYGOTE={ZYGOTE!r}: use on (the default) or off")
+    from utils.backend import BACKEND
+    if ZYGOTE == "off" or BACKEND != "torch" or sys.platform != "linux":
+        return
+    from tests.helpers import zygote
+    folder = tempfile.mkdtemp(prefix="yolo-zygote-")
+    server, launcher = zygote.start(REAL_PYTHON, folder)
+    if server is None:
+        config.issue_config_time_warning(pytest.PytestWarning(f"warm start off: {launcher}"), stacklevel=2)
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    config.stash[_ZYGOTE] = (server, folder)
+    sys.executable = launcher
+
+
+def pytest_unconfigure(config):
+    started = config.stash.get(_ZYGOTE, None)
+    if started:
+        from tests.helpers import zygote
+        sys.executable = REAL_PYTHON
+        zygote.stop(started[0])
+        shutil.rmtree(started[1], ignore_errors=True)
+
+
+_ZYGOTE = pytest.StashKey()
+
+
 # ------------------------------------------------------------------------------------------------ the tree watcher
 # Every test runs under tests/helpers/tree_watch.py: a snapshot of the project's tree (without .git, .venv*,
 # __pycache__) and of the shared test data (read-only) is taken before the test's setup (so that what its module's
@@ -42,6 +80,7 @@ TREE_WATCH = os.environ.get("TREE_WATCH", "on").strip().lower()
 def pytest_configure(config):
     if TREE_WATCH not in ("on", "off"):
         raise pytest.UsageError(f"TREE_WATCH={TREE_WATCH!r}: use on (the default) or off")
+    _start_warm_python(config)
     config.addinivalue_line(
         "markers", "writes(*paths): outputs the test may write inside the project folder (paths or globs relative to "
         "its root); the tree watcher fails the test for any other change there or in the shared test data")
