@@ -76,12 +76,12 @@ def loss(task, opt, model, hyp, data, dataset, imgsz, device, fast, dist):
     return task.build_loss(model, hyp, fast.fused_iou), hyp
 
 
-YOLO_STEPS = TrainerSteps(hyperparameters=hyperparameters, settings_files=settings_files, read_data=read_data,
+DETECTOR_STEPS = TrainerSteps(hyperparameters=hyperparameters, settings_files=settings_files, read_data=read_data,
                           start_model=start_model, input_size=input_size, loaders=loaders, loss=loss)
 
 
 def steps_of(task):
     """The task's trainer steps, the YOLO detector's where it names none."""
     own = task.trainer
-    return dataclasses.replace(own, **{f.name: getattr(YOLO_STEPS, f.name) for f in dataclasses.fields(own)
+    return dataclasses.replace(own, **{f.name: getattr(DETECTOR_STEPS, f.name) for f in dataclasses.fields(own)
                                        if getattr(own, f.name) is None and f.name != "nominal_batch"})
