@@ -7,7 +7,9 @@
     label_txt.py   label_lines, RunLabelFiles: the --save-txt label files of val.py and detect.py (--save-format),
                    each written whole
     detector.py    Detector: the small Python API (boxes from paths or arrays)
-    sources.py, predict.py, outputs.py   detect.py's source readers, frame loop and output files
+    sources.py, outputs.py   the predict scripts' source readers and output files
+    predict.py     predict_source: the one predict loop of detect.py, segment/predict.py and classify/predict.py
+    detect_writer.py, segment_writer.py, classify_writer.py   each task's steps and outputs in that loop
     format_loader.py   DetectMultiBackend: one loader for every export format (models.common hands it out too)
     autoshape.py       AutoShape, Detections: what torch.hub (hubconf.py) returns, images in as users hold them
 
