@@ -39,8 +39,9 @@ def _start_warm_python(config):
     if ZYGOTE not in ("on", "off"):
         raise pytest.UsageError(f"YOLO_TEST_ZYGOTE={ZYGOTE!r}: use on (the default) or off")
     from utils.backend import BACKEND
-    if ZYGOTE == "off" or BACKEND != "torch" or sys.platform != "linux":
-        return
+    xdist_controller = not hasattr(config, "workerinput") and config.getoption("numprocesses", default=None)
+    if ZYGOTE == "off" or BACKEND != "torch" or sys.platform != "linux" or xdist_controller:
+        return  # (pytest-xdist's controller runs no test: its workers start their own servers)
     from tests.helpers import zygote
     folder = tempfile.mkdtemp(prefix="yolo-zygote-")
     server, launcher = zygote.start(REAL_PYTHON, folder)

@@ -252,7 +252,7 @@ def _print_exception(exc):
     import traceback
     tb = exc.__traceback__
     while tb is not None and (tb.tb_frame.f_code.co_filename in (__file__, os.path.abspath(__file__))
-                              or "runpy" in tb.tb_frame.f_code.co_filename):
+                              or tb.tb_frame.f_code.co_filename.endswith(("runpy.py", "<frozen runpy>"))):
         tb = tb.tb_next
     if sys.excepthook is sys.__excepthook__:
         traceback.print_exception(type(exc), exc, tb)
@@ -303,15 +303,14 @@ def _run(request, base_path, default_threads, real):
         warnings._processoptions(env["PYTHONWARNINGS"].split(","))
     code = 0
     try:
-        if mode == "s":
-            runpy.run_path(os.path.abspath(target), run_name="__main__")  # __file__ absolute, as since Python 3.9
+        if mode == "s" and os.path.isfile(target):
+            _run_as_main(os.path.abspath(target))  # __file__ absolute as since Python 3.9; sys.argv[0] as given
+        elif mode == "s":  # a folder or zip file with a __main__.py
+            runpy.run_path(target, run_name="__main__")
         elif mode == "m":
             runpy._run_module_as_main(target, alter_argv=True)
         else:
-            import types
-            main = types.ModuleType("__main__")
-            sys.modules["__main__"] = main
-            exec(compile(target, "<string>", "exec"), main.__dict__)
+            _run_as_main("<string>", target)
     except SystemExit as e:
         code = _exit_code(e)
     except KeyboardInterrupt as e:
@@ -332,6 +331,19 @@ def _run(request, base_path, default_threads, real):
     except SystemExit as e:
         code = _exit_code(e)
     return _finish(code)
+
+
+def _run_as_main(filename, source=None):
+    import io
+    import types
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__builtins__=__builtins__, __spec__=None, __package__=None, __loader__=None)
+    if source is None:
+        main.__file__, main.__cached__ = filename, None
+        with io.open_code(filename) as f:
+            source = f.read()
+    sys.modules["__main__"] = main
+    exec(compile(source, filename, "exec"), main.__dict__)
 
 
 def _finish(code=0):

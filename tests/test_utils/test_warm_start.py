@@ -1,0 +1,106 @@
+"""The suite's warm start (tests/helpers/zygote.py): a process started through the launcher must look, to the test that
+started it, like a fresh `python`: its arguments, folder, environment, sys.path, descriptors, standard streams, exit
+status, death by signal, signal delivery and death with its launcher."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.helpers import zygote
+from utils.backend import BACKEND
+
+pytestmark = pytest.mark.skipif(BACKEND != "torch" or not hasattr(os, "pidfd_open"),
+                                reason="the warm start serves the PyTorch suite on Linux")
+
+
+@pytest.fixture(scope="module")
+def launcher(tmp_path_factory):
+    from tests.conftest import REAL_PYTHON
+    server, path = zygote.start(REAL_PYTHON, str(tmp_path_factory.mktemp("zygote")))
+    assert server is not None, path
+    yield path
+    zygote.stop(server)
+
+
+def _run(launcher, args, **kw):
+    return subprocess.run([launcher, *args], capture_output=True, text=True, timeout=120, **kw)
+
+
+def test_arguments_folder_environment_and_exit_status(launcher, tmp_path):
+    code = ("import os, sys, torch; print(sys.argv, os.getcwd(), os.environ.get('X'), 'HOME' in os.environ, "
+            "torch.get_num_threads()); sys.exit(3)")
+    r = _run(launcher, ["-c", code, "a"], cwd=tmp_path, env={"X": "1", "OMP_NUM_THREADS": "1", "PATH": "/usr/bin"})
+    assert r.returncode == 3 and r.stdout == f"['-c', 'a'] {tmp_path} 1 False 1\n", r.stderr
+
+
+def test_a_script_runs_as_main_with_its_folder_first_and_a_traceback_of_its_own(launcher, tmp_path):
+    (tmp_path / "s.py").write_text("import atexit, sys\nprint(__name__, __file__, sys.argv, sys.path[:2])\n"
+                                   "atexit.register(print, 'atexit')\nraise ValueError('boom')\n")
+    r = _run(launcher, ["s.py", "x"], cwd=tmp_path, env={"PYTHONPATH": "/p"})
+    assert r.returncode == 1
+    assert r.stdout == f"__main__ {tmp_path / 's.py'} ['s.py', 'x'] ['{tmp_path}', '/p']\natexit\n"
+    assert r.stderr.splitlines()[1] == f'  File "{tmp_path / "s.py"}", line 4, in <module>', r.stderr
+    assert "zygote" not in r.stderr and "runpy" not in r.stderr
+
+
+def test_modules_and_standard_input(launcher):
+    assert _run(launcher, ["-m", "json.tool"], input='{"a": 1}').stdout == '{\n    "a": 1\n}\n'
+    assert _run(launcher, ["-c", "import sys; print(sys.stdin.read()[::-1])"], input="abc").stdout == "cba\n"
+
+
+def test_death_by_signal_and_keyboard_interrupt_are_relayed(launcher):
+    assert _run(launcher, ["-c", "import os; os.kill(os.getpid(), 9)"]).returncode == -9
+    r = _run(launcher, ["-c", "raise KeyboardInterrupt"])
+    assert r.returncode == -signal.SIGINT and r.stderr.endswith("KeyboardInterrupt\n")
+
+
+def test_signals_reach_the_process_and_it_dies_with_its_launcher(launcher, tmp_path):
+    code = ("import os, signal, sys, time\nopen('pid', 'w').write(str(os.getpid()))\n"
+            "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\nprint('up', flush=True)\ntime.sleep(60)\n")
+    p = subprocess.Popen([launcher, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "up\n"
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(60) == 7
+    p = subprocess.Popen([launcher, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "up\n"
+    run_pid = int((tmp_path / "pid").read_text())
+    assert run_pid != p.pid  # the run process is the server's fork, not the launcher itself
+    p.kill()
+    p.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(run_pid):
+        time.sleep(0.05)
+    assert not _alive(run_pid)
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_inherited_descriptors_are_handed_over(launcher):
+    r, w = os.pipe()
+    p = subprocess.Popen([launcher, "-c", f"import os; os.write({w}, b'through fd {w}')"], pass_fds=[w])
+    assert p.wait(60) == 0
+    os.close(w)
+    assert os.read(r, 100) == f"through fd {w}".encode()
+    os.close(r)
+
+
+@pytest.mark.parametrize("args, env, kw", [
+    (["-I", "-c", "import sys; print(sys.flags.isolated)"], {}, {}),  # an option it does not reproduce
+    (["-c", "import os; print(os.getpid() == os.getsid(0))"], {}, {"start_new_session": True}),
+    (["-c", "print('off')"], {"YOLO_TEST_ZYGOTE": "off"}, {}),
+])
+def test_what_it_cannot_reproduce_runs_the_real_interpreter(launcher, args, env, kw):
+    code = "import os; print(os.getppid())"
+    p = subprocess.run([launcher, *args[:-1], args[-1] + "; " + code], capture_output=True, text=True,
+                       env={**os.environ, **env}, timeout=120, **kw)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[-1] == str(os.getpid())  # exec'd in place: the test's own child, no server between
