@@ -52,6 +52,12 @@ TITLES = {
                        "two apart."),
     "step_profile": ("Where a CPU training step's time goes (`step_profile.py`)",
                      "Operators' own CPU time per step under torch.profiler, grouped; official / this project."),
+    "sliced_vs_sahi": ("Sliced prediction against SAHI (`sliced_vs_sahi.py`)",
+                       "The same weights, images and slice/merge settings through sahi 0.12.8 and this project, the "
+                       "two alternating image by image; boxes matched one to one (docs/sliced-inference.md)."),
+    "sliced_demo": ("Small objects: plain against sliced validation (`sliced_demo.py`)",
+                    "yolov5n trained on tiles of shapes canvases with small objects, then val.py on the whole "
+                    "canvases plain and with --slice: pycocotools' AP by object size."),
     "demo": ("The demos (`make train-demo`)", "What the 30-epoch shapes demo (10 for classification) learns, and its "
                                               "wall time."),
 }
@@ -296,13 +302,34 @@ def step_profile_rows(doc):
     return ["step", "group", ">official ms", ">project ms", ">ratio"], rows
 
 
+def sliced_vs_sahi_rows(doc):
+    s, ag = doc.get("settings") or {}, doc.get("agreement") or {}
+    return ["settings", ">images", ">matched / unmatched", ">max box, score diff", ">images/s (SAHI)",
+            ">CPU s/image (SAHI)", ">speed-up"], [[
+        f"slice {s.get('size')} overlap {s.get('overlap')} {s.get('merge')}/{s.get('metric')} at {doc.get('imgsz')} px",
+        len(doc.get("images") or []), f"{ag.get('matched')} / {ag.get('unmatched')}",
+        f"{num(ag.get('max_box_diff_px'), 4)} px, {num(ag.get('max_score_diff'), 6)}",
+        f"{num(doc.get('ours_images_per_s'), 2)} ({num(doc.get('sahi_images_per_s'), 2)})",
+        f"{num(doc.get('ours_cpu_s_per_image'), 2)} ({num(doc.get('sahi_cpu_s_per_image'), 2)})",
+        f"{num(doc.get('speedup'), 2, 'x')} wall, {num(doc.get('cpu_speedup'), 2, 'x')} CPU"]]
+
+
+def sliced_demo_rows(doc):
+    p, s = (doc.get(k, {}).get("coco") or {} for k in ("plain", "sliced"))
+    return ["data", ">epochs", ">AP_small plain", ">AP_small sliced", ">AP plain", ">AP sliced"], [[
+        f"{doc.get('canvas_px')} px canvases, {doc.get('tiles_px')} px tiles, at {doc.get('img')} px",
+        doc.get("epochs"), num(p.get("AP_small"), 3), num(s.get("AP_small"), 3), num(p.get("AP"), 3),
+        num(s.get("AP"), 3)]]
+
+
 def generic_rows(doc):
     return ["figures"], [[", ".join(k for k in doc if k not in ("benchmark", "run"))]]
 
 
 ROWS = {"compare_train": compare_train_rows, "gpu_kit": gpu_kit_rows, "train_clock": train_clock_rows,
         "loader": loader_rows, "cpu_levers": cpu_levers_rows, "speed": speed_rows, "launches": launches_rows,
-        "demo": demo_rows, "learning_study": learning_study_rows, "step_profile": step_profile_rows}
+        "demo": demo_rows, "learning_study": learning_study_rows, "step_profile": step_profile_rows,
+        "sliced_vs_sahi": sliced_vs_sahi_rows, "sliced_demo": sliced_demo_rows}
 SECTIONS = {"learning_study": learning_study_section}  # kinds with more than one table
 
 

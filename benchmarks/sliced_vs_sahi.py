@@ -15,7 +15,8 @@ torchvision.ops.nms documents it), and the results record that it did.
 
 Figures: per image the detections of each, matched greedily by class and IoU; the largest coordinate and score
 difference over matched pairs; unmatched counts; images/s of each (after one warm-up image, single process, same
-threads); written as a results file (benchmarks/results_io.py), `sliced_vs_sahi_<time>.json`."""
+threads), the two sides alternating image by image so that both run under the same load, with each process's CPU
+seconds beside the wall time; written as a results file (benchmarks/results_io.py), `sliced_vs_sahi_<time>.json`."""
 import argparse
 import json
 import os
@@ -84,19 +85,20 @@ model = AutoDetectionModel.from_pretrained(model_type="yolov5", model_path=cfg["
 s = cfg["settings"]
 def run(path):
     im = cv2.imread(path)[:, :, ::-1].copy()  # RGB, as SAHI reads files
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     r = get_sliced_prediction(im, model, slice_height=s["size"][0], slice_width=s["size"][1],
                               overlap_height_ratio=s["overlap"][0], overlap_width_ratio=s["overlap"][1],
                               perform_standard_pred=s["full_image"], postprocess_type=s["merge"],
                               postprocess_match_metric=s["metric"], postprocess_match_threshold=s["threshold"],
                               postprocess_class_agnostic=s["class_agnostic"], verbose=0)
-    dt = time.perf_counter() - t
+    dt, dc = time.perf_counter() - t, time.process_time() - c
     rows = [[*map(float, p.bbox.to_xyxy()), float(p.score.value), int(p.category.id)] for p in r.object_prediction_list]
-    return rows, dt
+    return rows, dt, dc
 run(cfg["images"][0])  # warm-up
-out = [run(p) for p in cfg["images"]]
 import sahi
-print("SAHI" + json.dumps({"images": out, "torchvision_nms_shim": shimmed, "sahi": sahi.__version__}))
+print("READY" + json.dumps({"torchvision_nms_shim": shimmed, "sahi": sahi.__version__}), flush=True)
+for line in sys.stdin:  # one image path a line, answered by one line: its rows and seconds (wall, CPU)
+    print("SAHI" + json.dumps(run(line.strip())), flush=True)
 '''
 
 SAHI_MERGE_NAMES = {"nmm": "GREEDYNMM", "nms": "NMS"}
@@ -108,42 +110,78 @@ def sahi_python(given=None):
     return p if p and Path(p).exists() else None
 
 
-def run_sahi(python, weights, images, settings, conf, imgsz, threads, timeout=1800):
-    """SAHI's rows and seconds per image (one subprocess, SAHI_CLIENT), plus whether the NMS shim was used."""
-    cfg = {"weights": str(weights), "images": [str(p) for p in images], "conf": conf, "imgsz": imgsz,
-           "threads": threads,
-           "settings": {"size": list(settings.size), "overlap": list(settings.overlap),
-                        "full_image": settings.full_image, "merge": SAHI_MERGE_NAMES[settings.merge],
-                        "metric": settings.metric.upper(), "threshold": settings.threshold,
-                        "class_agnostic": settings.class_agnostic}}
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"  # torch >= 2.6 refuses every YOLOv5 .pt's pickled model otherwise
-    p = subprocess.run([python, "-c", SAHI_CLIENT, json.dumps(cfg)], cwd=Path(weights).parent, env=env,
-                       capture_output=True, text=True, timeout=timeout)
-    if p.returncode or "SAHI{" not in p.stdout:
-        raise RuntimeError(f"the SAHI client failed:\n{(p.stdout + p.stderr)[-3000:]}")
-    return json.loads(p.stdout[p.stdout.index("SAHI{") + 4:].splitlines()[0])
+class SahiClient:
+    """SAHI_CLIENT in its own interpreter, warmed up, answering one image at a time (so the two sides can be timed
+    alternately, image by image, under the same load)."""
+
+    def __init__(self, python, weights, images, settings, conf, imgsz, threads):
+        cfg = {"weights": str(weights), "images": [str(p) for p in images], "conf": conf, "imgsz": imgsz,
+               "threads": threads,
+               "settings": {"size": list(settings.size), "overlap": list(settings.overlap),
+                            "full_image": settings.full_image, "merge": SAHI_MERGE_NAMES[settings.merge],
+                            "metric": settings.metric.upper(), "threshold": settings.threshold,
+                            "class_agnostic": settings.class_agnostic}}
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"  # torch >= 2.6 refuses every YOLOv5 .pt's pickle otherwise
+        self.p = subprocess.Popen([python, "-c", SAHI_CLIENT, json.dumps(cfg)], cwd=Path(weights).parent, env=env,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.info = json.loads(self._answer("READY"))
+
+    def _answer(self, tag):
+        for line in self.p.stdout:
+            if line.startswith(tag):
+                return line[len(tag):]
+        raise RuntimeError(f"the SAHI client failed:\n{self.p.stderr.read()[-3000:]}")
+
+    def predict(self, path):
+        """(rows, wall seconds, CPU seconds) of one image."""
+        self.p.stdin.write(f"{path}\n")
+        self.p.stdin.flush()
+        return tuple(json.loads(self._answer("SAHI")))
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait(timeout=60)
+
+
+def run_sahi(python, weights, images, settings, conf, imgsz, threads):
+    """SAHI's rows, wall and CPU seconds per image, and its version and NMS shim (one client, images in turn)."""
+    client = SahiClient(python, weights, images, settings, conf, imgsz, threads)
+    try:
+        out = [client.predict(p) for p in images]
+    finally:
+        client.close()
+    return {"images": out, **client.info}
+
+
+class ProjectSide:
+    """This project's SlicedPredictor in this process, warmed up on the first image."""
+
+    def __init__(self, weights, images, settings, conf, imgsz, threads):
+        from utils.backend import torch
+        from utils.inference import load_model
+        from utils.inference.slicing import SlicedPredictor
+        torch.set_num_threads(threads)
+        model, _ = load_model(str(weights), device="cpu", imgsz=imgsz)
+        self.sliced = SlicedPredictor(model, imgsz, settings, conf_thres=conf)
+        self.predict(images[0])  # warm-up
+
+    def predict(self, path):
+        """(rows, wall seconds, CPU seconds) of one image."""
+        import cv2
+
+        from utils.backend import inference_mode
+        im = cv2.imread(str(path))
+        with inference_mode():
+            t, c = time.perf_counter(), time.process_time()
+            det = self.sliced.predict(im)
+            return det.tolist(), time.perf_counter() - t, time.process_time() - c
 
 
 def run_project(weights, images, settings, conf, imgsz, threads):
-    """This project's merged rows and seconds per image (after one warm-up image), in this process."""
-    import cv2
-
-    from utils.backend import inference_mode, torch
-    from utils.inference import load_model
-    from utils.inference.slicing import SlicedPredictor
-    torch.set_num_threads(threads)
-    model, _ = load_model(str(weights), device="cpu", imgsz=imgsz)
-    sliced = SlicedPredictor(model, imgsz, settings, conf_thres=conf)
-    out = []
-    with inference_mode():
-        sliced.predict(cv2.imread(str(images[0])))  # warm-up
-        for path in images:
-            im = cv2.imread(str(path))
-            t = time.perf_counter()
-            det = sliced.predict(im)
-            out.append((det.tolist(), time.perf_counter() - t))
-    return out
+    """This project's merged rows, wall and CPU seconds per image (after one warm-up image), in this process."""
+    side = ProjectSide(weights, images, settings, conf, imgsz, threads)
+    return [side.predict(p) for p in images]
 
 
 def match_rows(a, b):
@@ -209,30 +247,44 @@ def main(argv=None):
     settings = SliceSettings.of(a.slice, a.overlap, full_image=not a.no_full, merge=a.merge, metric=a.metric,
                                 threshold=a.threshold, batch=a.batch)
     images = list_images(a.source, a.images)
-    ours = run_project(a.weights, images, settings, a.conf, a.imgsz, a.threads)
+    ours_side = ProjectSide(a.weights, images, settings, a.conf, a.imgsz, a.threads)
     figures = {"weights": Path(a.weights).name, "images": [p.name for p in images], "imgsz": a.imgsz,
                "conf": a.conf, "threads": a.threads,
                "settings": {"size": list(settings.size), "overlap": list(settings.overlap),
                             "full_image": settings.full_image, "merge": settings.merge, "metric": settings.metric,
-                            "threshold": settings.threshold, "batch": settings.batch},
-               "ours_images_per_s": len(images) / sum(t for _, t in ours),
-               "ours_s_per_image": [t for _, t in ours]}
+                            "threshold": settings.threshold, "batch": settings.batch}}
     python = sahi_python(a.sahi_python)
     if python is None:
+        ours = [ours_side.predict(p) for p in images]
         print("SAHI side skipped: no SAHI environment (pass --sahi-python or set SAHI_PYTHON)")
         figures["sahi"] = "skipped: no SAHI environment"
-    else:
-        theirs = run_sahi(python, a.weights, images, settings, a.conf, a.imgsz, a.threads)
-        figures.update({"sahi_version": theirs["sahi"], "sahi_torchvision_nms_shim": theirs["torchvision_nms_shim"],
-                        "sahi_images_per_s": len(images) / sum(t for _, t in theirs["images"]),
-                        "sahi_s_per_image": [t for _, t in theirs["images"]]})
+    else:  # image by image, one side then the other: both timed under the same load
+        client = SahiClient(python, a.weights, images, settings, a.conf, a.imgsz, a.threads)
+        ours, theirs = [], []
+        try:
+            for p in images:
+                ours.append(ours_side.predict(p))
+                theirs.append(client.predict(p))
+        finally:
+            client.close()
+        figures.update({"sahi_version": client.info["sahi"],
+                        "sahi_torchvision_nms_shim": client.info["torchvision_nms_shim"],
+                        "sahi_images_per_s": len(images) / sum(t for _, t, _ in theirs),
+                        "sahi_cpu_s_per_image": sum(c for _, _, c in theirs) / len(images),
+                        "sahi_s_per_image": [t for _, t, _ in theirs]})
+        figures["agreement"] = compare([r for r, _, _ in ours], [r for r, _, _ in theirs])
+    figures.update({"ours_images_per_s": len(images) / sum(t for _, t, _ in ours),
+                    "ours_cpu_s_per_image": sum(c for _, _, c in ours) / len(images),
+                    "ours_s_per_image": [t for _, t, _ in ours]})
+    if python is not None:
         figures["speedup"] = figures["ours_images_per_s"] / figures["sahi_images_per_s"]
-        figures["agreement"] = compare([r for r, _ in ours], [r for r, _ in theirs["images"]])
+        figures["cpu_speedup"] = figures["sahi_cpu_s_per_image"] / figures["ours_cpu_s_per_image"]
         ag = figures["agreement"]
         print(f"matched {ag['matched']} boxes, unmatched {ag['unmatched']}, max box diff {ag['max_box_diff_px']:.2e} "
               f"px, max score diff {ag['max_score_diff']:.2e}")
         print(f"images/s: this project {figures['ours_images_per_s']:.2f}, SAHI {figures['sahi_images_per_s']:.2f} "
-              f"({figures['speedup']:.2f}x)")
+              f"({figures['speedup']:.2f}x); CPU s/image {figures['ours_cpu_s_per_image']:.2f} vs "
+              f"{figures['sahi_cpu_s_per_image']:.2f} ({figures['cpu_speedup']:.2f}x)")
     out = write_result("sliced_vs_sahi", figures, path=a.json)
     print(f"results: {out}")
     return figures
