@@ -144,5 +144,5 @@ def test_save_json_equals_official(shared_dir, tmp_path):
         inter = coco_mask.area(coco_mask.merge([c["segmentation"], e["segmentation"]], intersect=True))
         union = coco_mask.area(coco_mask.merge([c["segmentation"], e["segmentation"]]))
         mask_ious.append(inter / union if union else 1.0)
-    assert worst_box <= 0.002 and worst_score <= 2e-5, (worst_box, worst_score)
+    assert worst_box <= 0.002 + 1e-9 and worst_score <= 2e-5, (worst_box, worst_score)  # two last digits, as floats
     assert min(mask_ious) == 1.0, (min(mask_ious), np.mean(mask_ious))  # the same RLE pixels
