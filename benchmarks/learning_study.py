@@ -20,7 +20,8 @@ configuration always runs first on a machine that warms up or gets busier. A run
 results.csv (the EMA weights after the last epoch, validated by the trainer itself): P, R, mAP50, mAP50-95, plus
 the mAP50-95 of every epoch (the curves) and the run's wall and CPU time. Per configuration: mean, std, min, max of
 each; per pair of configurations: the difference of the means with its 95% interval, Welch's t and the bootstrap
-(benchmarks/study_stats.py). The results file (benchmarks/results/learning_study_<dataset>_<time>.json unless
+(benchmarks/study_stats.py; the percentile bootstrap is too narrow with a handful of seeds: Welch's is the one the
+pages quote). The results file (benchmarks/results/learning_study_<dataset>_<time>.json unless
 --json) is rewritten after every run, so a study cut short keeps what it measured; the plot of the curves (mean
 line, min-max band per configuration) goes beside it with the same name and .png. The full study (5 seeds, 3
 configurations, 30 epochs) takes hours on a CPU: `--seeds 2 --epochs 2 --configs fp32 official` is a smoke run.
@@ -133,6 +134,7 @@ def plot_curves(study, path):
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.ticker import MaxNLocator
 
     from utils.atomic_files import save_figure
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -147,6 +149,7 @@ def plot_curves(study, path):
         ax.fill_between(x, y.min(0), y.max(0), color=line.get_color(), alpha=0.2)
     ax.set(xlabel="epoch", ylabel="mAP50-95 (val)", title=f"{study['dataset']}: {study['model']} {study['img']} px, "
            f"batch {study['batch']}; band: min-max over seeds")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs, not fractions of them
     ax.grid(alpha=0.3)
     ax.legend()
     save_figure(fig, path, dpi=120, bbox_inches="tight")
@@ -230,6 +233,9 @@ def run_study(opt):
              "(scratch)", "seeds": seeds, "cpu": cpu, "skipped": skipped, "plot": plot.name,
              "ref_env": opt.ref_env, "project_env": opt.project_env,
              "configs": {c: {"what": CONFIGS[c][2], "flags": CONFIGS[c][1], "runs": []} for c in configs}}
+    if "official" in configs:
+        study["official_torch"] = subprocess.run([opt.ref_python, "-c", "import torch; print(torch.__version__)"],
+                                                 capture_output=True, text=True).stdout.strip() or None
     base_env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
     env = {"official": {**base_env, "YOLO_OFFLINE": "1", **_pairs(opt.ref_env)},  # ultralytics: no network probes
            "project": {**base_env, **_pairs(opt.project_env)}}

@@ -48,8 +48,8 @@ TITLES = {
                        "The same training under each configuration and several seeds, alternating; each run's figures "
                        "are its last epoch's validation (results.csv). Per configuration: mean ± std over the seeds, "
                        "and the lowest and highest run; per pair: the difference of the means with 95% intervals "
-                       "(Welch's t and the bootstrap). An interval that includes 0 means the runs cannot tell the "
-                       "two apart."),
+                       "(Welch's t and the bootstrap; with few seeds the bootstrap's is too narrow, read Welch's). An "
+                       "interval that includes 0 means the runs cannot tell the two apart."),
     "step_profile": ("Where a CPU training step's time goes (`step_profile.py`)",
                      "Operators' own CPU time per step under torch.profiler, grouped; official / this project."),
     "sliced_vs_sahi": ("Sliced prediction against SAHI (`sliced_vs_sahi.py`)",
