@@ -4,8 +4,8 @@ fine-tuned on the tiles at 256 px, then val.py on the whole canvases at 256 px: 
 objects to 5-13 px) against --slice 256 (each tile at its own size), COCO AP by object size from each
 (--save-json). Writes a results file (benchmarks/results_io.py) `sliced_demo_<time>.json`.
 
-    python benchmarks/sliced_demo.py                       # 24 train / 12 val canvases, 30 epochs: about 30 min on 2 cores
-    python benchmarks/sliced_demo.py --epochs 30 --train 60 --out DIR   # DIR keeps data and runs (--reuse skips
+    python benchmarks/sliced_demo.py                  # 24 train / 12 val canvases, 30 epochs: about 25 min on 2 cores
+    python benchmarks/sliced_demo.py --epochs 10 --train 60 --out DIR   # DIR keeps data and runs (--reuse skips
                                                                         # steps whose outputs are there)
 """
 import argparse

@@ -16,7 +16,8 @@ The merge (SAHI's postprocess): greedy non-maximum merging ('nmm', SAHI's GREEDY
 threshold (0.5), per class unless class_agnostic. Greedy NMM: the best remaining box takes every box that matches it
 (metric >= threshold) and merges in, best first, each one that still matches the growing merged box (metric >=
 threshold): union box, highest score, the class of the higher-scoring box (of the merged-in one on a tie). Ties of
-score are ordered by x1, y1, x2, y2, as SAHI orders them. Numpy only; the scripts' --slice flags are add_slice_flags'."""
+score are ordered by x1, y1, x2, y2, as SAHI orders them. Numpy only; add_slice_flags adds the scripts' --slice
+flags."""
 from dataclasses import dataclass
 
 import numpy as np

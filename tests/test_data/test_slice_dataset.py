@@ -14,6 +14,7 @@ from utils.data.tiling import clip_polygon, polygon_area, read_label_file, slice
 from utils.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.framework_free  # numpy and OpenCV only: the same on both backends, run once
 
 
 def _shapes_set(root, **kw):
