@@ -3,6 +3,7 @@ each configuration's final figures summarised and every pair of configurations c
 
     python benchmarks/learning_study.py --ref ../yolov5-official --seeds 5 --epochs 30            # coco128
     python benchmarks/learning_study.py --ref ../yolov5-official --seeds 5 --epochs 30 --dataset shapes
+    python benchmarks/learning_study.py --ref ../yolov5-official --dataset all     # the whole study, both datasets
 
 Configurations (--configs, default all three): `official` (the official train.py of the --ref checkout, with its own
 Python, --ref-python, default ../venv/bin/python beside it), `fp32` (this project's train.py --no-amp) and `bf16`
@@ -25,6 +26,11 @@ pages quote). The results file (benchmarks/results/learning_study_<dataset>_<tim
 --json) is rewritten after every run, so a study cut short keeps what it measured; the plot of the curves (mean
 line, min-max band per configuration) goes beside it with the same name and .png. The full study (5 seeds, 3
 configurations, 30 epochs) takes hours on a CPU: `--seeds 2 --epochs 2 --configs fp32 official` is a smoke run.
+
+The official checkout (commit 5081342f was measured) needs its own environment (`python3 -m venv ../venv` beside it,
+then `../venv/bin/pip install -r requirements.txt`), and offline it must not try to download its font: apply the
+utils/general.py check_font patch that scripts/stage_gpu_kit.sh applies (its runs here also get YOLO_OFFLINE=1,
+ultralytics' own switch, and --weights as a local file, so nothing else is fetched).
 """
 import argparse
 import csv
@@ -282,7 +288,8 @@ def parse_opt(argv=None):
     p.add_argument("--ref-python", default=None, help="its Python (default: ../venv/bin/python beside it)")
     p.add_argument("--python", default=str(OWN_PYTHON if OWN_PYTHON.exists() else sys.executable),
                    help="Python for this project (default: its PyTorch environment, .venv-torch)")
-    p.add_argument("--dataset", choices=list(DATASETS), default="coco128")
+    p.add_argument("--dataset", nargs="+", choices=[*DATASETS, "all"], default=["coco128"],
+                   help="one study (and results file) per dataset; all: every one")
     p.add_argument("--configs", nargs="+", choices=list(CONFIGS), default=list(CONFIGS))
     p.add_argument("--seeds", type=int, default=5, help="runs per configuration (seeds seed-start, seed-start+1, ...)")
     p.add_argument("--seed-start", type=int, default=0)
@@ -305,7 +312,9 @@ def parse_opt(argv=None):
         p.error(f"--ref-env/--project-env take KEY=VALUE, not {' '.join(bad)}")
     if opt.seeds < 1 or opt.epochs < 1:
         p.error(f"--seeds {opt.seeds} --epochs {opt.epochs}: give at least 1 of each")
-    opt.img = opt.img or DATASETS[opt.dataset][1]
+    opt.dataset = list(DATASETS) if "all" in opt.dataset else list(dict.fromkeys(opt.dataset))
+    if len(opt.dataset) > 1 and (opt.json or opt.plot):
+        p.error("--json/--plot name one file: give one --dataset with them")
     opt.configs = list(dict.fromkeys(opt.configs))  # once each, in the order given
     if opt.ref:
         opt.ref = str(Path(opt.ref).absolute())  # runs start in the checkouts, where a relative path means another
@@ -313,8 +322,14 @@ def parse_opt(argv=None):
     return opt
 
 
+def study_options(opt, dataset):
+    """opt for one dataset's study: its name, and its image size unless --img gave one."""
+    return argparse.Namespace(**{**vars(opt), "dataset": dataset, "img": opt.img or DATASETS[dataset][1]})
+
+
 def main(opt):
-    run_study(opt)
+    for dataset in opt.dataset:
+        run_study(study_options(opt, dataset))
     return 0
 
 

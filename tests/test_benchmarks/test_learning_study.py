@@ -92,7 +92,13 @@ def test_configs_this_machine_cannot_run_are_skipped_with_the_reason(tmp_path):
     skipped = learning_study.skipped_configs(opt, ["avx2"])
     assert set(skipped) == {"official", "bf16"} and "native bf16" in skipped["bf16"]
     assert "bf16" not in learning_study.skipped_configs(opt, ["avx2", "avx512f", "avx512_bf16"])
-    assert learning_study.parse_opt(["--dataset", "shapes"]).img == 256 and learning_study.parse_opt([]).img == 320
+    one = learning_study.parse_opt(["--dataset", "shapes"])
+    assert learning_study.study_options(one, "shapes").img == 256 and one.dataset == ["shapes"]
+    both = learning_study.parse_opt(["--dataset", "all", "--img", "160"])
+    assert both.dataset == ["coco128", "shapes"] and learning_study.study_options(both, "shapes").img == 160
+    assert learning_study.study_options(learning_study.parse_opt([]), "coco128").img == 320
+    with pytest.raises(SystemExit):  # one results file cannot hold two studies
+        learning_study.parse_opt(["--dataset", "all", "--json", "x.json"])
 
 
 def fake_study(tmp_path=None):
