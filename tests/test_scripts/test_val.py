@@ -165,7 +165,12 @@ def test_coco128_parity_with_official(coco128_dir, yolov5n_pt, tmp_path):
     yaml_file = tmp_path / "coco128.yaml"
     yaml_file.write_text(f"path: {coco128_dir}\ntrain: images/train2017\nval: images/train2017\n"
                          f"names: {json.dumps({i: str(i) for i in range(80)})}\n")
-    cmd = [sys.executable, "val.py", "--weights", str(yolov5n_pt), "--data", str(yaml_file), "--img", "640",
+    # val.py as a user runs it, but with NMS's time limit off: on a loaded machine the official 2.1 s per batch of 32
+    # cuts images (13 to 19 of 32 seen at a load of 19 on 2 cores), which is the machine's doing, not val.py's
+    unlimited = ("import functools, math, runpy, sys, utils.nms as n; n.non_max_suppression = functools.partial("
+                 "n.non_max_suppression, time_limit=math.inf); sys.argv[0] = 'val.py'; "
+                 "runpy.run_path('val.py', run_name='__main__')")
+    cmd = [sys.executable, "-c", unlimited, "--weights", str(yolov5n_pt), "--data", str(yaml_file), "--img", "640",
            "--batch", "32", "--conf-thres", "0.001", "--iou-thres", "0.6", "--workers", "2", "--project", str(tmp_path)]
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3600,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
