@@ -27,9 +27,9 @@ from models.from_record import build_any_model  # noqa: E402
 from utils.inference import load_model  # noqa: E402
 from utils.inference.outputs import source_names  # noqa: E402
 from utils.inference.predict import predict_and_report  # noqa: E402
-from utils.inference.segment_writer import SegmentationWriter, SegmentOutputs  # noqa: E402
+from utils.segment.predict_writer import SegmentationWriter, SegmentOutputs  # noqa: E402
 from utils.inference.sources import is_stream, open_source  # noqa: E402
-from utils.inference.sliced_masks import SlicedSegmenter, SlicedSegmentWriter  # noqa: E402
+from utils.segment.sliced_predict import SlicedSegmenter, SlicedSegmentWriter  # noqa: E402
 from utils.inference.sliced_writer import open_sliced_source  # noqa: E402
 from utils.tiles import add_slice_flags, settings_from_flags  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402

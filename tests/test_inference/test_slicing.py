@@ -261,7 +261,7 @@ def test_segment_predict_slice_writes_merged_masks(shared_dir, coco128_dir, tmp_
     from segment import predict
     from utils.backend import inference_mode
     from utils.inference import load_model
-    from utils.inference.sliced_masks import SlicedSegmenter
+    from utils.segment.sliced_predict import SlicedSegmenter
     weights = shared_dir / "weights" / "yolov5n-seg-coco128.pt"
     image = coco128_dir / "images" / "train2017" / "000000000009.jpg"
     out = predict.run(weights=weights, source=image, imgsz=(320, 320), device="cpu", save_txt=True, nosave=True,

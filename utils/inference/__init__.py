@@ -9,7 +9,8 @@
     detector.py    Detector: the small Python API (boxes from paths or arrays)
     sources.py, outputs.py   the predict scripts' source readers and output files
     predict.py     predict_source: the one predict loop of detect.py, segment/predict.py and classify/predict.py
-    detect_writer.py, segment_writer.py, classify_writer.py   each task's steps and outputs in that loop
+    detect_writer.py, classify_writer.py   each task's steps and outputs in that loop (segmentation's, with the
+                   mask maths: utils/segment/predict_writer.py)
     format_loader.py   DetectMultiBackend: one loader for every export format (models.common hands it out too)
     autoshape.py       AutoShape, Detections: what torch.hub (hubconf.py) returns, images in as users hold them
 

@@ -5,7 +5,7 @@ with one log line per frame (or per batch of stream frames).
     writer = DetectionWriter(outputs, conf_thres=0.25)     # or SegmentationWriter, ClassificationWriter
     seen, profiles, skipped = predict_source(model, dataset, writer, stream)
 
-A writer (utils/inference/detect_writer.py, segment_writer.py, classify_writer.py) holds what differs by task:
+A writer (utils/inference/detect_writer.py, classify_writer.py, utils/segment/predict_writer.py) holds what differs by task:
 prepare(im, model) -> the network's input; forward(model, x, path) -> the raw output; postprocess(raw) -> one
 prediction per image; write(i, p, im0, pred, input_hw, frame, mode, vid_cap) -> the image's text for the log line;
 no_result_note(pred) -> what the line says when the last image has no result; save_dir. predict_batch is the one

@@ -9,7 +9,7 @@ segment/predict.py --slice writes them through SlicedSegmentWriter."""
 import numpy as np
 
 from utils.backend import to_numpy
-from utils.inference.segment_writer import MASK_COEFFICIENTS
+from utils.segment.predict_writer import MASK_COEFFICIENTS
 from utils.inference.sliced_writer import SlicedWriter
 from utils.inference.slicing import SlicedPredictor
 from utils.inference.steps import to_original
