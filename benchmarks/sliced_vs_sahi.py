@@ -224,7 +224,7 @@ def list_images(source, n):
     return files[:n]
 
 
-def main(argv=None):
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--weights", default=str(SHARED_WEIGHTS))
     ap.add_argument("--source", default=str(SHARED_COCO), help="an image or a folder of images")
@@ -241,8 +241,41 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--sahi-python", default=None, help="the SAHI environment's python (else $SAHI_PYTHON)")
     ap.add_argument("--json", default=None, help="results file (default benchmarks/results/sliced_vs_sahi_*.json)")
-    a = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
+
+def side_by_side(python, a, ours_side, images, settings, figures):
+    """Image by image, one side then the other, so that both are timed under the same load; returns our results."""
+    client = SahiClient(python, a.weights, images, settings, a.conf, a.imgsz, a.threads)
+    ours, theirs = [], []
+    try:
+        for p in images:
+            ours.append(ours_side.predict(p))
+            theirs.append(client.predict(p))
+    finally:
+        client.close()
+    figures.update({"sahi_version": client.info["sahi"],
+                    "sahi_torchvision_nms_shim": client.info["torchvision_nms_shim"],
+                    "sahi_images_per_s": len(images) / sum(t for _, t, _ in theirs),
+                    "sahi_cpu_s_per_image": sum(c for _, _, c in theirs) / len(images),
+                    "sahi_s_per_image": [t for _, t, _ in theirs]})
+    figures["agreement"] = compare([r for r, _, _ in ours], [r for r, _, _ in theirs])
+    return ours
+
+
+def print_comparison(figures):
+    figures["speedup"] = figures["ours_images_per_s"] / figures["sahi_images_per_s"]
+    figures["cpu_speedup"] = figures["sahi_cpu_s_per_image"] / figures["ours_cpu_s_per_image"]
+    ag = figures["agreement"]
+    print(f"matched {ag['matched']} boxes, unmatched {ag['unmatched']}, max box diff {ag['max_box_diff_px']:.2e} "
+          f"px, max score diff {ag['max_score_diff']:.2e}")
+    print(f"images/s: this project {figures['ours_images_per_s']:.2f}, SAHI {figures['sahi_images_per_s']:.2f} "
+          f"({figures['speedup']:.2f}x); CPU s/image {figures['ours_cpu_s_per_image']:.2f} vs "
+          f"{figures['sahi_cpu_s_per_image']:.2f} ({figures['cpu_speedup']:.2f}x)")
+
+
+def main(argv=None):
+    a = parse_args(argv)
     from utils.tiles import SliceSettings
     settings = SliceSettings.of(a.slice, a.overlap, full_image=not a.no_full, merge=a.merge, metric=a.metric,
                                 threshold=a.threshold, batch=a.batch)
@@ -258,33 +291,13 @@ def main(argv=None):
         ours = [ours_side.predict(p) for p in images]
         print("SAHI side skipped: no SAHI environment (pass --sahi-python or set SAHI_PYTHON)")
         figures["sahi"] = "skipped: no SAHI environment"
-    else:  # image by image, one side then the other: both timed under the same load
-        client = SahiClient(python, a.weights, images, settings, a.conf, a.imgsz, a.threads)
-        ours, theirs = [], []
-        try:
-            for p in images:
-                ours.append(ours_side.predict(p))
-                theirs.append(client.predict(p))
-        finally:
-            client.close()
-        figures.update({"sahi_version": client.info["sahi"],
-                        "sahi_torchvision_nms_shim": client.info["torchvision_nms_shim"],
-                        "sahi_images_per_s": len(images) / sum(t for _, t, _ in theirs),
-                        "sahi_cpu_s_per_image": sum(c for _, _, c in theirs) / len(images),
-                        "sahi_s_per_image": [t for _, t, _ in theirs]})
-        figures["agreement"] = compare([r for r, _, _ in ours], [r for r, _, _ in theirs])
+    else:
+        ours = side_by_side(python, a, ours_side, images, settings, figures)
     figures.update({"ours_images_per_s": len(images) / sum(t for _, t, _ in ours),
                     "ours_cpu_s_per_image": sum(c for _, _, c in ours) / len(images),
                     "ours_s_per_image": [t for _, t, _ in ours]})
     if python is not None:
-        figures["speedup"] = figures["ours_images_per_s"] / figures["sahi_images_per_s"]
-        figures["cpu_speedup"] = figures["sahi_cpu_s_per_image"] / figures["ours_cpu_s_per_image"]
-        ag = figures["agreement"]
-        print(f"matched {ag['matched']} boxes, unmatched {ag['unmatched']}, max box diff {ag['max_box_diff_px']:.2e} "
-              f"px, max score diff {ag['max_score_diff']:.2e}")
-        print(f"images/s: this project {figures['ours_images_per_s']:.2f}, SAHI {figures['sahi_images_per_s']:.2f} "
-              f"({figures['speedup']:.2f}x); CPU s/image {figures['ours_cpu_s_per_image']:.2f} vs "
-              f"{figures['sahi_cpu_s_per_image']:.2f} ({figures['cpu_speedup']:.2f}x)")
+        print_comparison(figures)
     out = write_result("sliced_vs_sahi", figures, path=a.json)
     print(f"results: {out}")
     return figures
