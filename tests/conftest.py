@@ -65,6 +65,14 @@ def pytest_unconfigure(config):
 _ZYGOTE = pytest.StashKey()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_python_where_marked(request, monkeypatch):
+    """@pytest.mark.fresh_python: the test knows its processes by the pid that Popen gives (a lock's holder, a
+    temporary file's name, a launcher it kills): they must be real interpreters, not the warm start's forks."""
+    if request.node.get_closest_marker("fresh_python"):
+        monkeypatch.setenv("YOLO_TEST_ZYGOTE", "off")
+
+
 # ------------------------------------------------------------------------------------------------ the tree watcher
 # Every test runs under tests/helpers/tree_watch.py: a snapshot of the project's tree (without .git, .venv*,
 # __pycache__) and of the shared test data (read-only) is taken before the test's setup (so that what its module's
@@ -85,6 +93,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "writes(*paths): outputs the test may write inside the project folder (paths or globs relative to "
         "its root); the tree watcher fails the test for any other change there or in the shared test data")
+    config.addinivalue_line(
+        "markers", "fresh_python: the python processes the test starts are real interpreters (it knows them by pid), "
+        "not the warm start's forks")
     config.addinivalue_line(
         "markers", "framework_free: the code under test imports no framework (or does the same on both): it runs in "
         "the PyTorch suite only")

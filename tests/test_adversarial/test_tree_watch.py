@@ -88,6 +88,7 @@ def test_shared_data_is_read_only_even_for_a_file_written_and_removed(fake_tree)
     assert f"{folder / '1.txt'}: changed" in problems
 
 
+@pytest.mark.fresh_python  # knows its processes by pid
 def test_a_concurrent_tests_declared_output_is_excused_and_an_undeclared_change_names_it(fake_tree, tmp_path):
     """make test runs two suites in one checkout: what the other suite's running test declared is not this test's
     fault; anything else still fails, and the message names the other process's test."""

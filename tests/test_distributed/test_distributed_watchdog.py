@@ -58,6 +58,7 @@ def test_watchdog_clean_finish_is_not_a_crash(tmp_path):
     assert [rc for rc, _ in out] == [0, 0], out
 
 
+@pytest.mark.fresh_python  # knows its processes by pid
 def test_watchdog_ends_rank_when_launcher_dies(tmp_path):
     """A 'launcher' that starts one rank and is SIGKILLed: the orphaned rank exits by itself."""
     code = ("import os, subprocess, sys, time\n"

@@ -143,6 +143,7 @@ def test_two_concurrent_trainings_get_two_folders(tmp_path):
     assert logged[0] != logged[1], logged
 
 
+@pytest.mark.fresh_python  # knows its processes by pid
 def test_run_start_removes_temporary_files_of_dead_savers_only(tmp_path):
     """A process killed while saving a checkpoint leaves last.pt.<host>.<pid>.tmp; the next start or resume in that
     run folder removes it, but keeps the temporary file of a live writer (this process) and anything else."""
@@ -150,6 +151,7 @@ def test_run_start_removes_temporary_files_of_dead_savers_only(tmp_path):
 
     import train
     from utils.atomic_files import temp_path_for
+    from utils.checkpoint.run_options import RecordedFlags
     from utils.distributed import DistContext
     from utils.engine.hyp import load_hyp
     from utils.engine.run_folder import prepare_run_folder
@@ -176,7 +178,7 @@ def test_run_start_removes_temporary_files_of_dead_savers_only(tmp_path):
     opt.save_dir = str(tmp_path / "exp")
     for resume in (True, False):  # on resume and on a new start (--exist-ok) alike
         opt.resume = resume
-        prepare_run_folder(opt, load_hyp(opt.hyp), DistContext())
+        prepare_run_folder(RecordedFlags.of(opt), load_hyp(opt.hyp), DistContext())
         assert not dead.exists() and live.exists() and other.exists()
         assert (weights / "last.pt").read_bytes() == b"the previous checkpoint"
         dead.write_bytes(b"again")

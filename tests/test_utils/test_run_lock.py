@@ -13,6 +13,8 @@ import pytest
 
 from utils.run_lock import LOCK_NAME, RunFolderBusy, acquire, hold_run_folder, release
 
+pytestmark = pytest.mark.fresh_python  # a lock names its holder's pid: the processes must be real interpreters
+
 ROOT = Path(__file__).resolve().parents[2]
 HOLDER = ("import sys, time; sys.path.insert(0, {root!r}); from utils.run_lock import acquire; acquire({folder!r}); "
           "print('held', flush=True); time.sleep(120)")
