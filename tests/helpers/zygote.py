@@ -271,10 +271,8 @@ def _exit_code(exc):
 
 
 def _run(request, base_path, default_threads, real):
-    import atexit
     import random
     import runpy
-    import threading
     import warnings
     env = request["env"]
     os.environ.clear()
@@ -322,15 +320,7 @@ def _run(request, base_path, default_threads, real):
     except BaseException as e:
         _print_exception(e)
         code = 1
-    try:
-        threading._shutdown()
-    except BaseException:
-        pass
-    try:
-        atexit._run_exitfuncs()
-    except SystemExit as e:
-        code = _exit_code(e)
-    return _finish(code)
+    return code
 
 
 def _run_as_main(filename, source=None):
@@ -356,22 +346,22 @@ def _finish(code=0):
     return code
 
 
-def _become(request, received, base_path, default_threads, real):
-    """In the forked run process: take over the launcher's descriptors and state, run, exit. Never returns."""
-    code = 1
+def _become(request, received, base_path, default_threads, real, server_objects=()):
+    """In the forked run process: take over the launcher's descriptors and state, run, and leave as `python` does:
+    SystemExit rises out of the server's loop, so the interpreter's own exit runs (waiting for threads, atexit
+    handlers, flushing the streams, the teardown that closes what the script left open). Never returns."""
     try:
         _reset_signals()
+        for obj in server_objects:  # closed as objects, so that none closes a reused descriptor number later
+            obj.close()
         _take_fds(request["fds"], received)
         _die_with_launcher(request["launcher"])
         _fresh_streams(request["env"], request["unbuffered"])
-        code = _run(request, base_path, default_threads, real)
     except BaseException:
-        try:
-            import traceback
-            traceback.print_exc()
-        finally:
-            code = 1
-    os._exit(code)
+        import traceback
+        traceback.print_exc()
+        os._exit(1)
+    raise SystemExit(_run(request, base_path, default_threads, real))
 
 
 # ------------------------------------------------------------------------------------------------ the server
@@ -407,7 +397,8 @@ def serve(address, real):
                     continue
                 pid = os.fork()
                 if pid == 0:
-                    _become(request, received, base_path, default_threads, real)
+                    _become(request, received, base_path, default_threads, real,
+                            (selector, listener, wake_r, wake_w, conn, *running.values()))
                 for fd in received:
                     os.close(fd)
                 running[pid] = conn

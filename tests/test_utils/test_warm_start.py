@@ -46,6 +46,18 @@ def test_a_script_runs_as_main_with_its_folder_first_and_a_traceback_of_its_own(
     assert "zygote" not in r.stderr and "runpy" not in r.stderr
 
 
+def test_the_interpreter_exit_runs_threads_atexit_and_the_teardown(launcher, tmp_path):
+    """What a script leaves to the interpreter's exit happens: a non-daemon thread is waited for, atexit handlers
+    run, and a file left open with buffered data is flushed when the teardown closes it."""
+    code = ("import atexit, threading, time\nleft_open = open('buffered.txt', 'w')\nleft_open.write('flushed')\n"
+            "atexit.register(lambda: open('atexit.txt', 'w').write('ran'))\n"
+            "threading.Thread(target=lambda: (time.sleep(0.3), open('thread.txt', 'w').write('waited'))).start()\n")
+    r = _run(launcher, ["-c", code], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert [(tmp_path / f).read_text() for f in ("buffered.txt", "atexit.txt", "thread.txt")] == [
+        "flushed", "ran", "waited"]
+
+
 def test_modules_and_standard_input(launcher):
     assert _run(launcher, ["-m", "json.tool"], input='{"a": 1}').stdout == '{\n    "a": 1\n}\n'
     assert _run(launcher, ["-c", "import sys; print(sys.stdin.read()[::-1])"], input="abc").stdout == "cba\n"
