@@ -22,15 +22,14 @@ if [ "$(echo $backends | wc -w)" -eq 1 ]; then
 fi
 
 # Both: the suites are mostly single-threaded Python and small tensors, so processes with one math thread each finish
-# sooner than two suites in a row that each use both cores. The OneFlow suite holds twice the CPU time of the PyTorch
-# one (its CPU kernels are slower; 18:50 vs 9:44 min side by side on 2 cores), so it runs on two pytest-xdist workers
-# (whole files each, as their fixtures expect) and the three processes end near the same time (measured on a 2-core
-# Xeon after a make train-demo: 16:41 in all, PyTorch 13:48, OneFlow 16:40).
+# sooner than two suites in a row that each use both cores. Each suite runs on two pytest-xdist workers (whole files
+# each, as their fixtures expect), four processes on two cores: whichever suite ends first leaves both cores to the
+# other (with the PyTorch suite on one process, it ran alone on one core for its last 8+ minutes after the OneFlow
+# suite ended at 20:32, on a 2-core AMD Zen 3).
 logs=$(mktemp -d)
 pids=()
 for b in $backends; do
-    workers=()
-    [ "$b" = oneflow ] && workers=(-n 2 --dist loadfile)
+    workers=(-n 2 --dist loadfile)
     OMP_NUM_THREADS=1 run_suite "$b" "${workers[@]}" "$@" > "$logs/$b.log" 2>&1 &
     pids+=($!)
 done
