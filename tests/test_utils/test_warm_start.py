@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tests.helpers import zygote
+from tests.helpers.process_helpers import alive
 from utils.backend import BACKEND
 
 pytestmark = pytest.mark.skipif(BACKEND != "torch" or not hasattr(os, "pidfd_open"),
@@ -83,17 +84,9 @@ def test_signals_reach_the_process_and_it_dies_with_its_launcher(launcher, tmp_p
     p.kill()
     p.wait()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _alive(run_pid):
+    while time.monotonic() < deadline and alive(run_pid):
         time.sleep(0.05)
-    assert not _alive(run_pid)
-
-
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    assert not alive(run_pid)
 
 
 def test_inherited_descriptors_are_handed_over(launcher):
