@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
+from tests.helpers.door_guard import guard_steps
 from tests.helpers.train_helpers import make_tiny_dataset
 from utils import backend
 from utils.distributed import DistContext
@@ -45,7 +46,10 @@ def test_build_a_new_run(data, tmp_path, monkeypatch):
             model.model[-1].anchors.mul_(1.5)
     monkeypatch.setattr(utils.tasks.detect, "check_anchors", autoanchor_replacing_anchors)  # the task's head check
     opt = _opt(data, tmp_path / "exp", "--batch-size", "24")
+    called = []
+    guard_steps(monkeypatch, called)  # no step sees the namespace: it gets the frozen DetectorInputs
     parts = build.build_training(opt, opt.hyp, backend.device("cpu"), DistContext())
+    assert called == ["hyperparameters", "settings_files", "read_data", "start_model", "input_size", "loaders", "loss"]
     hyp = load_hyp(opt.hyp)
 
     model, ema = _floats(parts.model), _floats(parts.ema.ema)

@@ -11,6 +11,7 @@ import cv2
 import numpy as np
 import pytest
 
+from tests.helpers.door_guard import guard_steps
 from tests.helpers.train_helpers import ROOT
 from utils import backend
 from utils.distributed import DistContext
@@ -97,7 +98,7 @@ def _image_folder(root, classes=("dark", "bright"), n_train=4, n_val=2):
     return root
 
 
-def test_classification_resumes_through_the_one_build(tmp_path):
+def test_classification_resumes_through_the_one_build(tmp_path, monkeypatch):
     """Two epochs of a 4-layer classifier at 32 px, in process (4 s under PyTorch, 7 s under OneFlow)."""
     from classify import train as cls_train
     from utils.checkpoint import load_checkpoint
@@ -116,7 +117,10 @@ def test_classification_resumes_through_the_one_build(tmp_path):
                                           "--seed", "1", "--cutoff", "4"])
     opt.weights, opt.save_dir = "", str(tmp_path / "exp")  # as main() settles a new run
     cpu = backend.device("cpu")
+    called = []
+    guard_steps(monkeypatch, called)  # no step sees the namespace: it gets the frozen ClassifierInputs
     parts = build_training(opt, None, cpu, DistContext(), CLASSIFY, options=cls_train.run_options(opt))
+    assert len(called) == 7
     s = parts.schedule  # no warmup, one optimizer step per batch, the weight decay as given (official)
     assert (s.warmup_iters, s.nominal_batch, s.at(0, 0).accumulate) == (-1, 4, 1)
     assert parts.hyp == {"lr0": 0.001, "lrf": 0.01, "momentum": 0.9, "weight_decay": 5e-5, "label_smoothing": 0.1}

@@ -86,14 +86,16 @@ _CONVERT = {bool: bool, int: int, float: float, str: str}
 def typed_options(cls, flags):
     """The frozen dataclass cls made from flags (a RecordedFlags or any mapping of flag names to values): each field
     from the flag its metadata names (``field(metadata={"flag": ...})``; its own name by default), converted to the
-    field's type when that is bool, int, float or str; the field's default where flags has no such flag."""
+    field's type when that is bool, int, float or str (None: False for a bool, None otherwise); the field's default
+    where flags has no such flag."""
     values = {}
     for f in dataclasses.fields(cls):
         name = f.metadata.get("flag", f.name)
         if name in flags:
             v = flags[name]
             convert = _CONVERT.get(f.type)
-            values[f.name] = convert(v) if convert is not None and v is not None else v
+            # None is a flag left unset: a bool field reads it as False, other fields keep None
+            values[f.name] = convert(v) if convert is not None and (v is not None or convert is bool) else v
     return cls(**values)
 
 

@@ -78,23 +78,24 @@ def check_model_arg(name):
                             "to train from scratch; torchvision models are not available here.")
 
 
-def classification_model(opt, nc):
-    """The model to train from --model (see the module docstring), on the CPU, every parameter trainable."""
-    name = str(opt.model)
+def classification_model(inputs, nc):
+    """The model to train from --model (see the module docstring), on the CPU, every parameter trainable. inputs: the
+    run's ClassifierInputs (model, cutoff, pretrained, dropout)."""
+    name = str(inputs.model)
     check_model_arg(name)
     if Path(name).suffix in (".yaml", ".yml"):  # a detection YAML: the network, randomly initialised, cut at --cutoff
         try:
-            model = ClassificationModel(cfg=name, nc=nc, cutoff=opt.cutoff or DEFAULT_CUTOFF)
+            model = ClassificationModel(cfg=name, nc=nc, cutoff=inputs.cutoff or DEFAULT_CUTOFF)
         except (OSError, ValueError) as e:
             raise TrainingError(f"--model {name}: {e}") from None
     else:
-        model = _checkpoint_classifier(name, nc, opt.cutoff or DEFAULT_CUTOFF)
-    pretrained = str(opt.pretrained).lower() == "true"
+        model = _checkpoint_classifier(name, nc, inputs.cutoff or DEFAULT_CUTOFF)
+    pretrained = str(inputs.pretrained).lower() == "true"
     for m in model.modules():
         if not pretrained and hasattr(m, "reset_parameters"):
             m.reset_parameters()
-        if isinstance(m, nn.Dropout) and opt.dropout is not None:
-            m.p = opt.dropout
+        if isinstance(m, nn.Dropout) and inputs.dropout is not None:
+            m.p = inputs.dropout
     for p in model.parameters():
         p.requires_grad_(True)
     return model
@@ -123,10 +124,11 @@ def reshape_classifier_output(model, nc):
     model.nc = nc
 
 
-def recorded_options(opt):
-    """vars(opt) as plain data: what opt.yaml and the checkpoints' 'opt' hold (official: vars(opt))."""
+def recorded_options(flags):
+    """The run's flags (RecordedFlags) as plain data: what opt.yaml and the checkpoints' 'opt' hold (official:
+    vars(opt))."""
     out = {}
-    for k, v in vars(opt).items():
+    for k, v in flags.items():
         if k.startswith("_") or k == "results":
             continue
         out[k] = str(v) if isinstance(v, Path) else v

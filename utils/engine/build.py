@@ -12,7 +12,7 @@ import numpy as np
 
 from utils import backend
 from utils.autobatch import check_train_batch_size
-from utils.checkpoint.run_options import RecordedFlags
+from utils.checkpoint.run_options import RecordedFlags, typed_options
 from utils.distributed import DistContext, ddp, probe
 from utils.engine.errors import TrainingError
 from utils.engine.parts import FastPaths, Precision, RunOptions, TrainingParts, TrainingState
@@ -29,36 +29,37 @@ from utils.torch_utils import ModelEMA, set_seed, smart_optimizer
 
 
 def build_training(opt, hyp, device, dist=None, task_plugin=DETECT, options=None):
-    """The TrainingParts of one run. opt: the training script's options (opt.save_dir claimed, opt.weights the last.pt
-    to resume when opt.resume); hyp: a dict or a --hyp path (the task's hyperparameters step reads it); dist: this
+    """The TrainingParts of one run. opt: the training script's options (save_dir claimed, weights the last.pt to
+    resume when resume), read here once and frozen (RecordedFlags, and the task steps' typed inputs record); hyp: a dict or a --hyp path (the task's hyperparameters step reads it); dist: this
     process's DistContext (single process when None); task_plugin: the utils.tasks.Task trained; options: the
-    RunOptions of the script's flags (None: RunOptions.from_opt(opt), train.py's)."""
+    RunOptions of the script's flags (None: made from the flags, as train.py's)."""
     dist = dist or DistContext()
     flags = RecordedFlags.of(opt)  # the engine's door: below it, records made from these frozen flags
     steps = steps_of(task_plugin)
+    inputs = typed_options(steps.inputs, flags)  # the flags this build and the task's steps read, typed
     fast = FastPaths.of(flags)  # one reading of the speed flags for the optimizer, the EMA, the clip, the loss
-    hyp = steps.hyperparameters(opt, hyp)
+    hyp = steps.hyperparameters(inputs, hyp)
     opt_hyp = dict(hyp)  # as loaded: what opt.yaml and checkpoints record (official resume reads it)
-    set_seed(process_seed(opt.seed, dist), deterministic=True)  # official: seed + 1 + RANK, RANK -1 alone
-    task = task_plugin.for_options(opt)
-    settings = steps.settings_files(opt, opt_hyp)
+    set_seed(process_seed(inputs.seed, dist), deterministic=True)  # official: seed + 1 + RANK, RANK -1 alone
+    task = task_plugin.for_options(inputs)
+    settings = steps.settings_files(flags, opt_hyp)
     run, loggers = prepare_run_folder(flags, hyp, dist, task.results_keys(), settings_files=settings)
-    options = options or RunOptions.from_opt(opt)
-    data = steps.read_data(opt, dist)
+    options = options or typed_options(RunOptions, flags)
+    data = steps.read_data(inputs, dist)
 
-    ckpt = read_resume_checkpoint(opt.weights, task.build_model) if opt.resume else None
-    model = steps.start_model(task, opt, hyp, data, device, ckpt, dist)
-    imgsz, gs = steps.input_size(model, opt.imgsz)
-    batch_size = _batch_size(opt.batch_size, model, imgsz, device, dist)
-    optimizer = _optimizer(model, opt.optimizer, hyp, batch_size, steps.nominal_batch, fast)  # ORDER: after the model
-    amp_dtype, channels_last, scaler = training_precision(device, opt.amp, model)
+    ckpt = read_resume_checkpoint(inputs.weights, task.build_model) if inputs.resume else None
+    model = steps.start_model(task, inputs, hyp, data, device, ckpt, dist)
+    imgsz, gs = steps.input_size(model, inputs.imgsz)
+    batch_size = _batch_size(inputs.batch_size, model, imgsz, device, dist)
+    optimizer = _optimizer(model, inputs.optimizer, hyp, batch_size, steps.nominal_batch, fast)  # ORDER: after model
+    amp_dtype, channels_last, scaler = training_precision(device, inputs.amp, model)
 
-    train_loader, dataset, val_loader = steps.loaders(task, opt, options, hyp, data, imgsz, gs, batch_size, dist)
+    train_loader, dataset, val_loader = steps.loaders(task, inputs, options, hyp, data, imgsz, gs, batch_size, dist)
     _start_loaders(train_loader, val_loader, first_epoch_settled=ckpt is None and not options.image_weights and
                    not dist.distributed)
     # drawn beside training (main process only); matplotlib warmed ahead for a run that draws results.png
     plots = PlotJobs(processes=None if dist.is_main else False, warm_matplotlib=task.results_plot)
-    if dist.is_main and not opt.resume:
+    if dist.is_main and not inputs.resume:
         _before_first_run(task, options, dataset, model, hyp, imgsz, data.names, run.save_dir, plots)
 
     # ORDER: the EMA starts from the model as AutoAnchor left it (so it never averages stale anchors in), and is made
@@ -67,18 +68,18 @@ def build_training(opt, hyp, device, dist=None, task_plugin=DETECT, options=None
     ema = ModelEMA(model, fused=fast.multi_tensor) if dist.is_main else None
     state = TrainingState()
     if ckpt is not None:
-        state = restore_training_state(ckpt, optimizer, scaler, ema, device, opt.epochs, name=opt.weights)
-    schedule = _schedule(hyp, optimizer, opt.epochs, len(train_loader), batch_size, steps.nominal_batch, options,
+        state = restore_training_state(ckpt, optimizer, scaler, ema, device, inputs.epochs, name=inputs.weights)
+    schedule = _schedule(hyp, optimizer, inputs.epochs, len(train_loader), batch_size, steps.nominal_batch, options,
                          dist)
     if ckpt is None or ckpt.get("optimizer") is None:  # a resumed optimizer state holds its epoch's lrs already
         set_param_groups(optimizer, schedule.epoch_lrs(state.start_epoch))
-    compute_loss, hyp = steps.loss(task, opt, model, hyp, data, dataset, imgsz, device, fast, dist)
+    compute_loss, hyp = steps.loss(task, inputs, model, hyp, data, dataset, imgsz, device, fast, dist)
     model = _distributed(model, train_loader, dist, device, options.sync_bn)
     if ckpt is not None:
-        restore_rng(ckpt, name=opt.weights)  # ORDER: last, see restore_rng
+        restore_rng(ckpt, name=inputs.weights)  # ORDER: last, see restore_rng
     return TrainingParts(
         task=task, model=model, optimizer=optimizer, compute_loss=compute_loss, train_loader=train_loader,
-        schedule=schedule, device=device, epochs=opt.epochs, ema=ema, scaler=scaler,
+        schedule=schedule, device=device, epochs=inputs.epochs, ema=ema, scaler=scaler,
         precision=Precision(dtype=amp_dtype, channels_last=channels_last), dist=dist, imgsz=imgsz, gs=gs,
         multi_scale=options.multi_scale, quad=options.quad, fast=fast, state=state, options=options,
         recorded_opt=settings["opt.yaml"], hyp=hyp, opt_hyp=opt_hyp, data=data.data, nc=data.nc, names=data.names,

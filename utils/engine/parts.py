@@ -66,13 +66,8 @@ class RunOptions:
 
     @classmethod
     def from_opt(cls, opt):
-        """train.py's (and segment/train.py's) options."""
-        return cls(workers=int(opt.workers), single_cls=bool(opt.single_cls), noval=bool(opt.noval),
-                   nosave=bool(opt.nosave), noplots=bool(opt.noplots), evolve=bool(opt.evolve),
-                   save_period=int(opt.save_period), image_weights=bool(opt.image_weights),
-                   patience=int(opt.patience), rect=bool(opt.rect), quad=bool(opt.quad),
-                   multi_scale=bool(opt.multi_scale), noautoanchor=bool(opt.noautoanchor), sync_bn=bool(opt.sync_bn),
-                   cos_lr=bool(opt.cos_lr))
+        """A training script's options (train.py's and segment/train.py's have every one)."""
+        return typed_options(cls, vars(opt))
 
 
 @dataclass(frozen=True)

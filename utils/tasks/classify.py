@@ -11,6 +11,7 @@ no nominal batch (no warmup, no gradient accumulation, the weight decay as given
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from utils.classify.training import (check_resumed_classes, classification_model
 from utils.data import EarlyStartLoader
 from utils.distributed.collectives import main_process_first
 from utils.log import LOGGER
-from utils.tasks.task import Task, TrainData, TrainerSteps
+from utils.tasks.task import Task, TrainData, TrainerSteps, TrainInputs
 
 LRF = 0.01  # the final learning rate as a fraction of lr0 (official classify/train.py's fixed lrf)
 MOMENTUM = 0.9  # official classify/train.py: smart_optimizer(..., momentum=0.9, ...)
@@ -72,19 +73,32 @@ def _no_class_weights(labels, nc):
     return np.ones(nc)
 
 
-def _hyperparameters(opt, hyp=None):
+@dataclass(frozen=True)
+class ClassifierInputs(TrainInputs):
+    """The flags classification's steps read besides the build's own (classify/train.py's)."""
+    model: str = "yolov5s-cls.pt"  # a classification or detection checkpoint, or a detection model YAML
+    pretrained: Any = True  # True, or 'False' (any case) to start from random weights
+    cutoff: Any = None  # the layer a detection network is cut at (None: DEFAULT_CUTOFF)
+    dropout: Any = None  # the Dropout layers' fraction (None: as the model has it)
+    lr0: float = 0.001
+    decay: float = 5e-5
+    label_smoothing: float = 0.1
+    verbose: bool = False
+
+
+def _hyperparameters(inputs, hyp=None):
     """The flags carry them (official classify/train.py has no --hyp)."""
-    return {"lr0": float(opt.lr0), "lrf": LRF, "momentum": MOMENTUM, "weight_decay": float(opt.decay),
-            "label_smoothing": float(opt.label_smoothing)}
+    return {"lr0": inputs.lr0, "lrf": LRF, "momentum": MOMENTUM, "weight_decay": inputs.decay,
+            "label_smoothing": inputs.label_smoothing}
 
 
-def _settings_files(opt, hyp):
-    return {"opt.yaml": recorded_options(opt)}  # official: vars(opt), no hyp.yaml
+def _settings_files(flags, hyp):
+    return {"opt.yaml": recorded_options(flags)}  # official: vars(opt), no hyp.yaml
 
 
-def _read_data(opt, dist):
+def _read_data(inputs, dist):
     """The ImageFolder splits and their one class list (train/'s folders), a list as official models carry it."""
-    root, train_dir, val_dir = dataset_splits(opt.data)
+    root, train_dir, val_dir = dataset_splits(inputs.data)
     names, source = split_classes(train_dir, val_dir)
     data = {"path": str(root), "train": str(train_dir), "val": str(val_dir), "nc": len(names),
             "names": dict(enumerate(names))}
@@ -92,23 +106,23 @@ def _read_data(opt, dist):
                      loader_options={"classes": names, "source": source})
 
 
-def _start_model(task, opt, hyp, data, device, ckpt, dist):
+def _start_model(task, inputs, hyp, data, device, ckpt, dist):
     """A resumed run's model (train/ must still hold its classes), or the one --model names."""
     if ckpt is not None:
         model = ckpt["model"]
-        check_resumed_classes(model, data.names, opt.weights)
+        check_resumed_classes(model, data.names, inputs.weights)
         for p in model.parameters():
             p.requires_grad_(True)
     else:
         with main_process_first(dist):
-            model = classification_model(opt, data.nc)
+            model = classification_model(inputs, data.nc)
     model = model.to(device)
     model.names, model.nc = list(data.names), data.nc  # official: the train folder's classes, as a list
     if dist.is_main:
         model.info()  # GFLOPs at 640 px, as official model_info prints them
-        if opt.verbose:
+        if inputs.verbose:
             LOGGER.info(model)
-        LOGGER.info(f"Training {opt.model} on {data.data['path']} dataset with {data.nc} classes")
+        LOGGER.info(f"Training {inputs.model} on {data.data['path']} dataset with {data.nc} classes")
     return model
 
 
@@ -116,30 +130,30 @@ def _input_size(model, imgsz):
     return imgsz, 32  # --imgsz as given (official classification checks no stride multiple)
 
 
-def _loaders(task, opt, options, hyp, data, imgsz, gs, batch_size, dist):
+def _loaders(task, inputs, options, hyp, data, imgsz, gs, batch_size, dist):
     """(train loader, train dataset, val loader or None on other ranks): ImageFolder loaders over the run's class
     list; options.workers is already official's min(os.cpu_count() - 1, --workers)."""
     bs = batch_size // dist.world_size
     with main_process_first(dist):
         train_loader, dataset = task.build_dataloader(
-            data.train, imgsz=imgsz, batch_size=bs, augment=True, cache=opt.cache, workers=options.workers,
-            shuffle=True, seed=opt.seed, rank=dist.rank if dist.distributed else 0, world_size=dist.world_size,
+            data.train, imgsz=imgsz, batch_size=bs, augment=True, cache=inputs.cache, workers=options.workers,
+            shuffle=True, seed=inputs.seed, rank=dist.rank if dist.distributed else 0, world_size=dist.world_size,
             **data.loader_options)
     val_loader = None
     if dist.is_main:
         val_loader = EarlyStartLoader(task.build_dataloader(data.val, imgsz=imgsz, batch_size=bs * 2, augment=False,
-                                                            cache=opt.cache, workers=options.workers,
+                                                            cache=inputs.cache, workers=options.workers,
                                                             **data.loader_options)[0])
     return EarlyStartLoader(train_loader), dataset, val_loader
 
 
-def _train_loss(task, opt, model, hyp, data, dataset, imgsz, device, fast, dist):
+def _train_loss(task, inputs, model, hyp, data, dataset, imgsz, device, fast, dist):
     return task.build_loss(model, {**hyp, "world_size": dist.world_size}, False), hyp
 
 
-TRAINER = TrainerSteps(hyperparameters=_hyperparameters, settings_files=_settings_files, read_data=_read_data,
-                       start_model=_start_model, input_size=_input_size, loaders=_loaders, loss=_train_loss,
-                       nominal_batch=None)
+TRAINER = TrainerSteps(inputs=ClassifierInputs, hyperparameters=_hyperparameters, settings_files=_settings_files,
+                       read_data=_read_data, start_model=_start_model, input_size=_input_size, loaders=_loaders,
+                       loss=_train_loss, nominal_batch=None)
 
 
 @dataclass(frozen=True)
@@ -147,9 +161,9 @@ class ClassifyTask(Task):
     """Task with the official classification results columns; val_split names the split validated on."""
     val_split: str = "val"
 
-    def for_options(self, opt):
+    def for_options(self, inputs):
         """results.csv names the split validated on: val/loss, or test/loss when the dataset has test/."""
-        return dataclasses.replace(self, val_split=dataset_splits(opt.data)[2].name)
+        return dataclasses.replace(self, val_split=dataset_splits(inputs.data)[2].name)
 
     def results_keys(self, n_lr_groups=3):
         return ["train/loss", f"{self.val_split}/loss", "metrics/accuracy_top1", "metrics/accuracy_top5", "lr/0"]

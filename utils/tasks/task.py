@@ -9,6 +9,24 @@ NOMINAL_BATCH = 64  # the YOLO detector trainer's nominal batch (utils/engine/sc
 
 
 @dataclass(frozen=True)
+class TrainInputs:
+    """The flags build_training() itself reads, typed and frozen from the run's RecordedFlags (utils/checkpoint/run_options.py typed_options). A
+    task's trainer steps read a subclass of it that adds their own flags (TrainerSteps.inputs): the detector's
+    DetectorInputs (utils/engine/yolo_steps.py), classification's ClassifierInputs (utils/tasks/classify.py)."""
+    data: str = ""  # the dataset: a data YAML, or an ImageFolder root (classification)
+    weights: str = ""  # the checkpoint to start from; a resumed run's last.pt
+    resume: bool = False  # settled by the entry script: True only while a run is resumed
+    save_dir: str = ""  # the run folder the entry script claimed
+    seed: int = 0
+    imgsz: int = 640
+    batch_size: int = 16  # the total over the ranks; -1: AutoBatch
+    epochs: int = 100
+    optimizer: str = "SGD"
+    amp: Any = None  # --amp/--no-amp: None (the device decides), True or False
+    cache: Any = None  # None, 'ram', 'disk' or 'val' (detection: the validation images only)
+
+
+@dataclass(frozen=True)
 class TrainData:
     """What one run trains and validates on, as a task's trainer step `read_data` found it."""
     data: dict  # the dataset dict (path, train, val, nc, names, ...): validation, loggers and checkpoints read it
@@ -23,21 +41,25 @@ class TrainData:
 class TrainerSteps:
     """How a task's trainer differs from the YOLO detector's, step by step, for utils/engine/build.py's
     build_training(). A step left None is the detector's own (utils/engine/yolo_steps.py), which detection and
-    segmentation use; classification fills every one (utils/tasks/classify.py). Every step is called once per run."""
-    # (opt, hyp as given to build_training) -> the hyperparameter dict (detector: the checked --hyp file)
+    segmentation use; classification fills every one (utils/tasks/classify.py). Every step is called once per run.
+    No step sees the argparse namespace: `inputs` below are the typed, frozen flags the steps read."""
+    # the record of the flags the steps read: a TrainInputs subclass, made once per run from its
+    # RecordedFlags by typed_options (detector: DetectorInputs)
+    inputs: Optional[type] = None
+    # (inputs, hyp as given to build_training) -> the hyperparameter dict (detector: the checked --hyp file)
     hyperparameters: Optional[Callable] = None
-    # (opt, hyp) -> {file name: dict} written into the run folder; its 'opt.yaml' is what every checkpoint records as
-    # 'opt' (detector: hyp.yaml and official_opt's opt.yaml)
+    # (RecordedFlags, hyp) -> {file name: dict} written into the run folder; its 'opt.yaml' is what every checkpoint
+    # records as 'opt' (detector: hyp.yaml and official_opt's opt.yaml)
     settings_files: Optional[Callable] = None
-    read_data: Optional[Callable] = None  # (opt, dist) -> TrainData (detector: the data YAML, --single-cls)
-    # (task, opt, hyp, TrainData, device, last.pt read or None, dist) -> the model on device: a resumed run's (its
+    read_data: Optional[Callable] = None  # (inputs, dist) -> TrainData (detector: the data YAML, --single-cls)
+    # (task, inputs, hyp, TrainData, device, last.pt read or None, dist) -> the model on device: a resumed run's (its
     # classes checked against the data's) or a new one (detector: --cfg / --weights, --freeze)
     start_model: Optional[Callable] = None
     input_size: Optional[Callable] = None  # (model, --imgsz) -> (imgsz, grid size) (detector: a stride multiple)
-    # (task, opt, RunOptions, hyp, TrainData, imgsz, gs, total batch size, dist) -> (train loader, train dataset,
+    # (task, inputs, RunOptions, hyp, TrainData, imgsz, gs, total batch size, dist) -> (train loader, train dataset,
     # val loader or None on other ranks), both loaders EarlyStartLoader-wrapped
     loaders: Optional[Callable] = None
-    # (task, opt, model, hyp, TrainData, train dataset, imgsz, device, FastPaths, dist) -> (compute_loss, hyp as the
+    # (task, inputs, model, hyp, TrainData, train dataset, imgsz, device, FastPaths, dist) -> (compute_loss, hyp as the
     # loss uses it) (detector: the loss gains scaled to the head, the class weights attached to the model)
     loss: Optional[Callable] = None
     # the images an optimizer step stands for: gradients accumulate up to it, the weight decay is scaled to it and
@@ -95,8 +117,9 @@ class Task:
     # how its trainer differs from the YOLO detector's (None steps: the detector's), see TrainerSteps
     trainer: TrainerSteps = TrainerSteps()
 
-    def for_options(self, opt):
-        """The task as a run with these options trains it (classification: which split validates); itself here."""
+    def for_options(self, inputs):
+        """The task as a run with these inputs (its TrainerSteps' record) trains it (classification: which split
+        validates); itself here."""
         return self
 
     def results_keys(self, n_lr_groups=3):
