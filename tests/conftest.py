@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -99,19 +100,39 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "framework_free: the code under test imports no framework (or does the same on both): it runs in "
         "the PyTorch suite only")
+    config.addinivalue_line(
+        "markers", "oneflow_covered_by(test): another test (tests/<path>.py::<name>) holds this test's OneFlow side: "
+        "it runs in the PyTorch suite only (tests/helpers/tiers.py)")
 
 
 # A test module whose subject is framework-free code (archives, YAML and settings parsing, the write module, the
 # tree watcher, flag tables, results rendering) gives the same result under both backends; running it again in the
 # OneFlow suite only spends the two cores' time (the suite must stay under 20 minutes). Such a module sets
 # `pytestmark = pytest.mark.framework_free`, and the OneFlow suite skips it, saying so.
+# The fast tier and the OneFlow suite's covered tests: tests/helpers/tiers.py (tryfirst: the `slow` markers it adds are
+# there before `-m "not slow"` deselects).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    if os.environ.get("YOLO_BACKEND", "").strip().lower() != "oneflow":
+    from tests.helpers import tiers
+    backend = os.environ.get("YOLO_BACKEND", "torch").strip().lower()
+    tiers.mark_measured_slow(items, backend)
+    tiers.apply_oneflow_covers(items, oneflow=backend == "oneflow")
+    if backend != "oneflow":
         return
     skip = pytest.mark.skip(reason="framework-free code: tested once, in the PyTorch suite")
     for item in items:
         if item.get_closest_marker("framework_free"):
             item.add_marker(skip)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    from tests.helpers import tiers
+    start = time.monotonic()
+    try:
+        return (yield)
+    finally:
+        tiers.record(item, time.monotonic() - start)
 
 
 def _watch_for(item):

@@ -78,6 +78,7 @@ OFFICIAL_MAP50 = 0.119
 
 
 @pytest.mark.slow
+@pytest.mark.oneflow_covered_by("tests/test_scripts/test_train_learning.py::test_oneflow_trains_as_pytorch_does")
 def test_default_run_gives_the_official_anchors_and_map(coco128_dir, yolov5n_pt, tmp_path):
     """The official default command (coco128 from yolov5n.pt at --img 128, one epoch) evolves the official anchors
     (AutoAnchor draws only from numpy's and Python's streams, so under either backend) and ends within 0.01 mAP50

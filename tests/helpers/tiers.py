@@ -1,0 +1,81 @@
+"""Which tests run where: the fast tier, and the tests the OneFlow suite leaves to the PyTorch suite.
+
+The fast tier (`make test-fast`, `pytest -m "not slow"`) is every test that ran in under FAST_TIER_BUDGET_S seconds
+the last time the whole suite was measured (tests/durations/<backend>.json, written by `make test-durations`),
+besides the tests marked `slow` by hand. A measured test over the budget gets the `slow` marker at collection, so
+the tier keeps its size as tests are added: a new test is fast until the next measurement says otherwise.
+
+The OneFlow suite runs what can differ under OneFlow. A test whose OneFlow side another test holds (a cross-backend
+equality test, or a smaller OneFlow run of the same path) carries `@pytest.mark.oneflow_covered_by("file::test")`;
+the OneFlow suite skips it naming that test, and any suite fails at collection when the named test does not exist,
+so a renamed or deleted cover cannot leave OneFlow silently untested.
+"""
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DURATIONS_DIR = ROOT / "tests" / "durations"
+# seconds of wall time, measured with both suites running side by side on 2 cores (`make test-durations`); a fast
+# tier of the tests under it took 1:20 (PyTorch) and 1:50 (OneFlow) on a 2-core AMD EPYC Zen 3
+FAST_TIER_BUDGET_S = 3.0
+RECORD_ENV = "YOLO_RECORD_DURATIONS"  # a folder: each test's wall time is appended there (see record)
+
+
+def durations_file(backend):
+    return DURATIONS_DIR / f"{backend}.json"
+
+
+def measured_durations(backend):
+    """{test id: seconds} of the last measurement under backend ({} when there is none)."""
+    f = durations_file(backend)
+    return json.loads(f.read_text()) if f.is_file() else {}
+
+
+def mark_measured_slow(items, backend):
+    """Give the `slow` marker to every test measured over the budget (before `-m` deselects by marker)."""
+    measured = measured_durations(backend)
+    for item in items:
+        if measured.get(item.nodeid, 0.0) > FAST_TIER_BUDGET_S and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
+
+
+_COVER = re.compile(r"^(tests/[\w/]+\.py)::(\w+)$")
+
+
+def check_cover(item):
+    """The test named by item's oneflow_covered_by marker: 'tests/...py::test_name', a test that exists."""
+    marker = item.get_closest_marker("oneflow_covered_by")
+    if marker is None:
+        return None
+    name = marker.args[0] if marker.args else ""
+    m = _COVER.match(name)
+    if not m:
+        raise pytest.UsageError(f"{item.nodeid}: oneflow_covered_by({name!r}) must name a test as "
+                                "'tests/<path>.py::<test function>'")
+    f = ROOT / m.group(1)
+    if not f.is_file() or not re.search(rf"^def {m.group(2)}\(", f.read_text(), re.M):
+        raise pytest.UsageError(f"{item.nodeid}: oneflow_covered_by names {name}, which does not exist: name the "
+                                "test that now holds its OneFlow side, or remove the marker")
+    return name
+
+
+def apply_oneflow_covers(items, oneflow):
+    for item in items:
+        cover = check_cover(item)
+        if cover and oneflow:
+            item.add_marker(pytest.mark.skip(reason=f"its OneFlow side is held by {cover}"))
+
+
+def record(item, seconds):
+    """Append one test's wall time (setup, call and teardown) to the folder YOLO_RECORD_DURATIONS names, one file per
+    process (pytest-xdist workers write side by side); scripts/record_durations.py merges them."""
+    folder = os.environ.get(RECORD_ENV)
+    if not folder:
+        return
+    backend = os.environ.get("YOLO_BACKEND", "torch").strip().lower()
+    with open(Path(folder) / f"{backend}.{os.getpid()}.jsonl", "a") as f:
+        f.write(json.dumps([item.nodeid, round(seconds, 2)]) + "\n")
