@@ -3,7 +3,8 @@
 #                     the CPU; DEVICE=cpu or DEVICE=0 to choose)
 #   make test         set up, run the test suite under both backends
 #   make docs         the user's guide (docs/, mkdocs.yml) built offline into site/ (--strict: a broken link fails)
-#   make test-fast    the fast tier (-m "not slow": unit and small integration tests) under each backend in turn
+#   make test-fast    the fast tier (-m "not slow": the tests measured under 3 s) under each backend in turn
+#   make test-durations   the whole suite, measured: rewrites tests/durations/ (what the fast tier is made of)
 # The backend this machine should train with: OneFlow with a CUDA GPU, PyTorch without (OneFlow 0.9.0's CPU kernels
 # are single-threaded). `make train-demo BACKEND=oneflow` chooses it explicitly.
 BACKEND ?= $(shell python3 utils/backend_choice.py 2>/dev/null || echo torch)
@@ -17,6 +18,7 @@ PY_oneflow := .venv-oneflow/bin/python
 PY_torch := .venv-torch/bin/python
 
 .PHONY: setup setup-oneflow setup-torch setup-tf docs test test-oneflow test-torch test-fast test-fast-torch test-fast-oneflow \
+	test-durations \
 	train-demo train-demo-detect train-demo-segment train-demo-classify
 
 setup:
@@ -56,6 +58,12 @@ test-fast-torch: setup-torch
 
 test-fast-oneflow: setup-oneflow
 	bash scripts/test.sh oneflow -m "not slow" -n 2 --dist loadfile
+
+# `make test` with each test's wall time recorded, then merged into tests/durations/<backend>.json: a test over 3 s
+# there leaves the fast tier (tests/helpers/tiers.py). Run it on a quiet machine after adding slow tests.
+test-durations: setup
+	d=$$(mktemp -d) && YOLO_RECORD_DURATIONS=$$d bash scripts/test.sh && $(PY_torch) scripts/record_durations.py $$d \
+		&& rm -rf $$d
 
 # TASK=detect (default), TASK=segment (segment/train.py on the same shapes with polygon labels, data/shapes-seg.yaml)
 # or TASK=classify (classify/train.py on an ImageFolder of shape crops)
