@@ -6,6 +6,9 @@ import pytest
 IMGSZ = 256
 STEMS = ("000000000025", "000000000030", "000000000034")  # a giraffe, a vase, a zebra
 
+# sources, writers and messages are framework-free; detect.py's model call under OneFlow:
+DETECT_UNDER_ONEFLOW = "tests/test_scripts/test_detect.py::test_annotated_images_and_labels_written"
+
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory, coco128_dir):
@@ -42,6 +45,7 @@ def test_annotated_images_and_labels_written(detect_run, source):
     assert any((detect_run / "crops").rglob("*.jpg"))
 
 
+@pytest.mark.oneflow_covered_by(DETECT_UNDER_ONEFLOW)
 def test_corrupt_image_is_reported_and_skipped(source, yolov5n_pt, tmp_path, capfd, caplog):
     import detect
     from utils.general import LOGGER
@@ -58,6 +62,7 @@ def test_corrupt_image_is_reported_and_skipped(source, yolov5n_pt, tmp_path, cap
     assert sorted(p.stem for p in save_dir.glob("*.jpg")) == sorted(STEMS)  # the rest were processed
 
 
+@pytest.mark.oneflow_covered_by(DETECT_UNDER_ONEFLOW)
 def test_video_keeps_frame_count(coco128_dir, yolov5n_pt, tmp_path):
     import detect
     frame = cv2.imread(str(coco128_dir / "images" / "train2017" / "000000000025.jpg"))
@@ -147,6 +152,7 @@ def test_detect_on_exported_models_equals_pt(square_source, yolov5n_pt, tmp_path
             np.testing.assert_allclose(runs[w][s], ref[s], atol=2e-4, err_msg=f"{w} {s}")  # %g: 6 digits
 
 
+@pytest.mark.oneflow_covered_by(DETECT_UNDER_ONEFLOW)
 def test_save_format_pascal_voc_is_normalized_xyxy(square_source, yolov5n_pt, tmp_path):
     import detect
     kw = dict(weights=[str(yolov5n_pt)], source=str(square_source), imgsz=(128, 128), save_txt=True, nosave=True,
@@ -173,6 +179,7 @@ def _write_video(path, frame, n=5):
         pytest.skip("this OpenCV build cannot write/read mp4v video")
 
 
+@pytest.mark.oneflow_covered_by(DETECT_UNDER_ONEFLOW)
 def test_streams_file_reads_a_local_video_as_a_stream(coco128_dir, yolov5n_pt, tmp_path):
     """A .streams file lists sources; a video served over http from this machine stands in for a camera (a .streams
     file may list only camera indexes and rtsp/rtmp/http/https URLs): the frames come through the reader thread, are
@@ -200,6 +207,7 @@ def test_streams_file_reads_a_local_video_as_a_stream(coco128_dir, yolov5n_pt, t
     assert list((save_dir / "labels").glob("clip_*.txt"))  # labels per frame, as for videos
 
 
+@pytest.mark.oneflow_covered_by(DETECT_UNDER_ONEFLOW)
 def test_missing_camera_and_unreachable_stream_say_so(yolov5n_pt, tmp_path):
     import detect
     from utils.streams import StreamError
@@ -215,6 +223,7 @@ def test_missing_camera_and_unreachable_stream_say_so(yolov5n_pt, tmp_path):
     assert not list(tmp_path.glob("exp*"))  # no empty run folders left behind
 
 
+@pytest.mark.oneflow_covered_by(DETECT_UNDER_ONEFLOW)
 @pytest.mark.slow
 def test_cli_camera_missing_is_one_line(yolov5n_pt, tmp_path):
     import os

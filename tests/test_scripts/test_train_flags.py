@@ -82,6 +82,7 @@ def test_flag_set_two(data, tmp_path):
     assert len(_rows(d / "results.csv")) == 1  # a new run, not appended
 
 
+@pytest.mark.oneflow_covered_by("tests/test_scripts/test_train_flags.py::test_evolve_trains_the_population_then_mutants")
 @pytest.mark.slow
 def test_evolve(data, tmp_path):
     _ok(run_train(_base(data, tmp_path, epochs=1) + ["--evolve", "2", "--noplots", "--workers", "0"]))
@@ -235,6 +236,7 @@ def test_autobatch_fits_a_line_to_the_profiled_memory():
     assert fit_batch_size([None] * 5, 80.0, 1.0, 0.5, batch_size=8)[0] == 8
 
 
+@pytest.mark.oneflow_covered_by("tests/test_scripts/test_train_flags.py::test_flag_set_one")
 @pytest.mark.slow
 def test_autobatch_bare_hyp_and_logger_flags_in_a_run(data, tmp_path):
     """One training run with the official day-one flags: AutoBatch on CPU (batch 16), a bare --hyp name, the cloud

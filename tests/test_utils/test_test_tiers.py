@@ -1,0 +1,51 @@
+"""The suite's own tiers (tests/helpers/tiers.py): measured slow tests leave the fast tier, and a OneFlow cover must
+name a test that exists."""
+import json
+
+import pytest
+
+from tests.helpers import tiers
+
+pytestmark = pytest.mark.framework_free
+
+
+class FakeItem:
+    def __init__(self, nodeid, *markers):
+        self.nodeid, self.markers = nodeid, list(markers)
+
+    def get_closest_marker(self, name):
+        return next((m for m in self.markers if m.name == name), None)
+
+    def add_marker(self, marker):
+        self.markers.append(marker.mark if hasattr(marker, "mark") else marker)
+
+
+def test_a_test_measured_over_the_budget_becomes_slow(tmp_path, monkeypatch):
+    monkeypatch.setattr(tiers, "DURATIONS_DIR", tmp_path)
+    over, under, unknown = "tests/a.py::test_over", "tests/a.py::test_under", "tests/a.py::test_new"
+    (tmp_path / "torch.json").write_text(json.dumps({over: tiers.FAST_TIER_BUDGET_S + 0.1,
+                                                     under: tiers.FAST_TIER_BUDGET_S}))
+    items = [FakeItem(over), FakeItem(under), FakeItem(unknown)]
+    tiers.mark_measured_slow(items, "torch")
+    assert [bool(i.get_closest_marker("slow")) for i in items] == [True, False, False]
+    tiers.mark_measured_slow(items, "oneflow")  # no measurement for it: nothing changes
+    assert [bool(i.get_closest_marker("slow")) for i in items] == [True, False, False]
+
+
+def test_a_cover_must_name_a_test_that_exists():
+    real = "tests/test_utils/test_test_tiers.py::test_a_cover_must_name_a_test_that_exists"
+    item = FakeItem("tests/x.py::test_x", pytest.mark.oneflow_covered_by(real).mark)
+    assert tiers.check_cover(item) == real
+    tiers.apply_oneflow_covers([item], oneflow=True)
+    skip = item.get_closest_marker("skip")
+    assert skip is not None and real in skip.kwargs["reason"]
+    for bad in ("tests/test_utils/test_test_tiers.py::test_gone", "tests/nope.py::test_x", "test_x", ""):
+        with pytest.raises(pytest.UsageError, match="oneflow_covered_by"):
+            tiers.check_cover(FakeItem("tests/x.py::test_x", pytest.mark.oneflow_covered_by(bad).mark))
+
+
+def test_every_measured_test_id_still_names_a_test_file():
+    """A renamed test file leaves stale ids behind: `make test-durations` rewrites the files."""
+    for backend in ("torch", "oneflow"):
+        for nodeid in tiers.measured_durations(backend):
+            assert (tiers.ROOT / nodeid.split("::")[0]).is_file(), f"{backend}: {nodeid}"
