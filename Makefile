@@ -3,7 +3,7 @@
 #                     the CPU; DEVICE=cpu or DEVICE=0 to choose)
 #   make test         set up, run the test suite under both backends
 #   make docs         the user's guide (docs/, mkdocs.yml) built offline into site/ (--strict: a broken link fails)
-#   make test-fast    the fast tier (-m "not slow": the tests measured under 3 s) under each backend in turn
+#   make test-fast    the fast tier (-m "not slow": the tests measured under 2 s) under each backend in turn
 #   make test-durations   the whole suite, measured: rewrites tests/durations/ (what the fast tier is made of)
 # The backend this machine should train with: OneFlow with a CUDA GPU, PyTorch without (OneFlow 0.9.0's CPU kernels
 # are single-threaded). `make train-demo BACKEND=oneflow` chooses it explicitly.
@@ -59,7 +59,7 @@ test-fast-torch: setup-torch
 test-fast-oneflow: setup-oneflow
 	bash scripts/test.sh oneflow -m "not slow" -n 2 --dist loadfile
 
-# `make test` with each test's wall time recorded, then merged into tests/durations/<backend>.json: a test over 3 s
+# `make test` with each test's wall time recorded, then merged into tests/durations/<backend>.json: a test over 2 s
 # there leaves the fast tier (tests/helpers/tiers.py). Run it on a quiet machine after adding slow tests.
 test-durations: setup
 	d=$$(mktemp -d) && YOLO_RECORD_DURATIONS=$$d bash scripts/test.sh && $(PY_torch) scripts/record_durations.py $$d \

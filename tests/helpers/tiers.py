@@ -19,9 +19,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DURATIONS_DIR = ROOT / "tests" / "durations"
-# seconds of wall time, measured with both suites running side by side on 2 cores (`make test-durations`); a fast
-# tier of the tests under it took 1:20 (PyTorch) and 1:50 (OneFlow) on a 2-core AMD EPYC Zen 3
-FAST_TIER_BUDGET_S = 3.0
+# seconds of wall time, measured with both suites running side by side on 2 cores (`make test-durations`). With
+# 3.0 the fast tier took 2:21 (PyTorch) + 2:09 (OneFlow) on a 2-core AMD EPYC Zen 3, over its 4 minutes
+FAST_TIER_BUDGET_S = 2.0
 RECORD_ENV = "YOLO_RECORD_DURATIONS"  # a folder: each test's wall time is appended there (see record)
 
 

@@ -167,6 +167,7 @@ def test_segment_val_batch32_matches_official(shared_dir, tmp_path):
     assert (np.abs(got - OFFICIAL[32]) <= tol + 1e-9).all(), (got, OFFICIAL[32])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not IS_ONEFLOW, reason="the OneFlow suite's: the PyTorch suite holds PyTorch to the official figures")
 def test_segment_val_oneflow_equals_pytorch(shared_dir, tmp_path, other_python):
     """segment/val.py under OneFlow gives PyTorch's eight figures on the first 16 images at batch 8 (PyTorch's are
