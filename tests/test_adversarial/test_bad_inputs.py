@@ -292,6 +292,7 @@ def test_user_error_line_drops_a_repeated_script_prefix():
     assert one_line(e, "train").startswith("\033[34m")  # training's val split keeps its 'val: '
 
 
+@pytest.mark.framework_free  # the sources' checks, before and beside the model: the same under both backends
 @pytest.mark.slow
 def test_val_on_empty_folder_says_val_once(tmp_path, yolov5n_pt):
     import os
@@ -351,6 +352,7 @@ def _run(args, cwd=ROOT):
     return p.returncode, (p.stdout + p.stderr).decode("utf-8", "replace")
 
 
+@pytest.mark.framework_free  # the sources' checks, before and beside the model: the same under both backends
 @pytest.mark.slow
 def test_detect_process_reports_bad_files_and_goes_on(mixed_source, tmp_path, yolov5n_pt):
     rc, out = _run(["detect.py", "--weights", yolov5n_pt, "--source", mixed_source, "--imgsz", 64, "--device", "cpu",

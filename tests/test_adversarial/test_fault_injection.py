@@ -24,6 +24,10 @@ import pytest
 
 from tests.helpers.faults import ERRNOS, TEMP_MARK, ForkServer, file_digests, incomplete_reason, temp_files
 
+# The write module and the scripts' handling of its failures are framework-free (checkpoints are written by the
+# project's own zip writer under both backends): tested once, in the PyTorch suite.
+pytestmark = pytest.mark.framework_free
+
 ROOT = Path(__file__).resolve().parents[2]
 SEED = int(os.environ.get("FAULT_SEED") or datetime.date.today().strftime("%Y%m%d"))
 BUDGET_S = float(os.environ.get("FAULT_BUDGET_S") or 60)  # CI: the scripts share a minute; other days, other k

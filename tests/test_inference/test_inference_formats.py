@@ -180,6 +180,7 @@ def test_visualize_reaches_every_layer(monkeypatch):
     assert calls == []
 
 
+@pytest.mark.oneflow_covered_by("tests/test_inference/test_inference_formats.py::test_visualize_reaches_every_layer")
 @pytest.mark.slow
 def test_detect_visualize_and_update(yolov5n_pt, tmp_path):
     """detect.py --visualize writes stage{i}_{module}_features.png/.npy per layer into <run>/<image stem>/, and

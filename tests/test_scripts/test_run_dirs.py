@@ -104,6 +104,7 @@ def _entry(script, args, timeout=300):
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.framework_free  # stops before any model runs: the message is the same under both backends
 @pytest.mark.slow
 @pytest.mark.parametrize("script", ["val.py", "detect.py"])
 def test_unwritable_project_is_one_line(script, tmp_path, yolov5n_pt):
@@ -119,6 +120,7 @@ def test_unwritable_project_is_one_line(script, tmp_path, yolov5n_pt):
     assert len(errors) == 1 and str(project / "exp") in errors[0] and "--project" in errors[0], r.stderr[-3000:]
 
 
+@pytest.mark.framework_free  # its subject is the run folder claim (utils/paths.py), the same under both backends
 @pytest.mark.slow
 def test_two_concurrent_trainings_get_two_folders(tmp_path):
     from tests.helpers.train_helpers import backend_python

@@ -135,6 +135,7 @@ def test_tta_descale_and_scale_img():
     assert y[0, 0, 90, 120] == pytest.approx(0.447) and y[0, 0, 10, 10] == pytest.approx(1.0)
 
 
+@pytest.mark.oneflow_covered_by("tests/test_scripts/test_val.py::test_metrics_are_sane_and_files_written")
 @pytest.mark.slow
 def test_val_cli_prints_all_line_and_augment_runs(small_set, yolov5n_pt, tmp_path):
     yaml_file, n_labels = small_set
@@ -152,8 +153,8 @@ def test_val_cli_prints_all_line_and_augment_runs(small_set, yolov5n_pt, tmp_pat
 
 @pytest.mark.slow
 @pytest.mark.skipif(IS_ONEFLOW, reason="7 min of OneFlow's single-threaded CPU kernels; under OneFlow the model's "
-                    "outputs are checked against the official ones (test_model_parity.py) and val.py's loop against "
-                    "the official figures by segment/val.py batch 32 (test_segment_val.py)")
+                    "outputs are checked against the official ones (test_model_parity.py) and the validation loop "
+                    "against PyTorch's by test_segment_val_oneflow_equals_pytorch (test_segment_val.py)")
 def test_coco128_parity_with_official(coco128_dir, yolov5n_pt, tmp_path):
     """REFERENCE.md: official val.py --img 640 --batch 32 --conf 0.001 --iou 0.6 gives P 0.634, R 0.480, mAP50 0.544,
     mAP50-95 0.350. R and both mAPs are held to 0.005. P is held to 0.02: it is read where the smoothed mean F1 peaks,
@@ -182,6 +183,7 @@ def test_coco128_parity_with_official(coco128_dir, yolov5n_pt, tmp_path):
     assert abs(got[0] - 0.634) <= 0.02, got
 
 
+@pytest.mark.oneflow_covered_by("tests/test_scripts/test_val.py::test_metrics_are_sane_and_files_written")
 def test_save_hybrid_labels_give_near_perfect_map(small_set, yolov5n_pt, tmp_path, monkeypatch):
     """--save-hybrid adds every label as a confidence-1 detection before NMS, so each label is matched at IoU 1:
     recall 1 is reached before any false positive, AP is the 101-point maximum 0.995 for every class. NMS runs
@@ -201,6 +203,7 @@ def test_save_hybrid_labels_give_near_perfect_map(small_set, yolov5n_pt, tmp_pat
     assert len(list((tmp_path / "hyb" / "labels").glob("*.txt"))) > 0
 
 
+@pytest.mark.oneflow_covered_by("tests/test_scripts/test_val.py::test_metrics_are_sane_and_files_written")
 def test_task_speed_runs(small_set, yolov5n_pt, tmp_path, monkeypatch):
     import val
     yaml_file, _ = small_set
@@ -211,6 +214,7 @@ def test_task_speed_runs(small_set, yolov5n_pt, tmp_path, monkeypatch):
     assert opt.conf_thres == 0.25 and opt.iou_thres == 0.45  # speed runs use detection thresholds
 
 
+@pytest.mark.oneflow_covered_by("tests/test_scripts/test_val.py::test_metrics_are_sane_and_files_written")
 def test_rect_order_diagnostic_reproduces_val(small_set, yolov5n_pt, val_result):
     """benchmarks/rect_order.py rebuilds the figures per (image, letterbox shape); for the stable order it must give
     what val.run printed for the same images, size and batch, or its spread over tie orders would mean nothing."""
@@ -286,6 +290,7 @@ def test_coco128_onnx_map_equals_pt(coco128_dir, exported_160, tmp_path):
     assert abs(map50 - 0.542) <= 0.005 and abs(map_ - 0.348) <= 0.005, out[-1500:]
 
 
+@pytest.mark.oneflow_covered_by("tests/test_scripts/test_val.py::test_metrics_are_sane_and_files_written")
 @pytest.mark.slow
 def test_model_and_data_class_counts_differ_is_one_line(small_set, yolov5n_pt, tmp_path):
     """yolov5n.pt has 80 classes; a data YAML naming 2 stops val.py with one line naming the weights (exit 1)."""
