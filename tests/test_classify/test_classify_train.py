@@ -229,7 +229,8 @@ def reference_run(tiny_cls, yolov5n_pt, tmp_path_factory):
     return project / "exp"
 
 
-@pytest.mark.oneflow_covered_by("tests/test_classify/test_classify_train.py::test_kill_and_resume_matches_uninterrupted")
+@pytest.mark.oneflow_covered_by(
+    "tests/test_classify/test_classify_train.py::test_kill_and_resume_matches_uninterrupted")
 @pytest.mark.slow
 def test_train_writes_best_pt_and_official_results(reference_run):
     from utils.checkpoint import load_checkpoint

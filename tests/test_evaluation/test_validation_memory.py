@@ -104,7 +104,8 @@ def _validate(model, batch, chunk_headroom, tmp_path, monkeypatch):
     return run_validation(model, [batch], ev, postprocess=_nms)[:2]
 
 
-@pytest.mark.oneflow_covered_by("tests/test_evaluation/test_validation_memory.py::test_segmentation_validation_chunks_with_the_same_figures")
+@pytest.mark.oneflow_covered_by(
+    "tests/test_evaluation/test_validation_memory.py::test_segmentation_validation_chunks_with_the_same_figures")
 def test_chunked_validation_gives_the_whole_batch_detections_and_figures(yolov5n_and_batch, tmp_path, monkeypatch):
     model, (im, targets, paths, shapes) = yolov5n_and_batch
     x = im.float() / 255

@@ -18,7 +18,8 @@ from utils.inference.outputs import DetectionOutputs, OutputNames
 
 # The names, reruns and failed writes are the writers' (framework-free); the scripts' model call under OneFlow runs in
 # test_detect.py (the segment and classify predict scripts': test_export_tasks.py's scripts on the .pt)
-pytestmark = pytest.mark.oneflow_covered_by("tests/test_scripts/test_detect.py::test_annotated_images_and_labels_written")
+pytestmark = pytest.mark.oneflow_covered_by(
+    "tests/test_scripts/test_detect.py::test_annotated_images_and_labels_written")
 
 ROOT = Path(__file__).resolve().parents[2]
 IMGSZ = (256, 256)

@@ -82,7 +82,8 @@ def test_flag_set_two(data, tmp_path):
     assert len(_rows(d / "results.csv")) == 1  # a new run, not appended
 
 
-@pytest.mark.oneflow_covered_by("tests/test_scripts/test_train_flags.py::test_evolve_trains_the_population_then_mutants")
+@pytest.mark.oneflow_covered_by(
+    "tests/test_scripts/test_train_flags.py::test_evolve_trains_the_population_then_mutants")
 @pytest.mark.slow
 def test_evolve(data, tmp_path):
     _ok(run_train(_base(data, tmp_path, epochs=1) + ["--evolve", "2", "--noplots", "--workers", "0"]))

@@ -34,11 +34,13 @@ def _parse(summary):
     return int(m.group(1)), int(m.group(2)), float(m.group(3))
 
 
-_BUILT_SMALLER = pytest.mark.oneflow_covered_by(  # the same classes from the same YAML parser, 5-12 s each under OneFlow
+# the same classes from the same YAML parser as n and s, 5-12 s each under OneFlow
+_BUILT_SMALLER = pytest.mark.oneflow_covered_by(
     "tests/test_segment/test_seg_cls_models.py::test_seg_state_dict_matches_official")
 
 
-@pytest.mark.parametrize("size", ["n", "s", *(pytest.param(s, marks=[pytest.mark.slow, _BUILT_SMALLER]) for s in "mlx")])
+@pytest.mark.parametrize("size", ["n", "s",
+                                  *(pytest.param(s, marks=[pytest.mark.slow, _BUILT_SMALLER]) for s in "mlx")])
 def test_seg_state_dict_matches_official(size):
     assert _fingerprint(SegmentationModel(f"yolov5{size}-seg.yaml")) == OFFICIAL_KEYS[size]
 

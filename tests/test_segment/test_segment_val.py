@@ -168,7 +168,8 @@ def test_segment_val_batch32_matches_official(shared_dir, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not IS_ONEFLOW, reason="the OneFlow suite's: the PyTorch suite holds PyTorch to the official figures")
+@pytest.mark.skipif(not IS_ONEFLOW,
+                    reason="the OneFlow suite's: the PyTorch suite holds PyTorch to the official figures")
 def test_segment_val_oneflow_equals_pytorch(shared_dir, tmp_path, other_python):
     """segment/val.py under OneFlow gives PyTorch's eight figures on the first 16 images at batch 8 (PyTorch's are
     held to the official ones on all 128 by the tests above; OneFlow's CPU convolutions make all 128 cost 3 minutes

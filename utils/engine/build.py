@@ -30,9 +30,10 @@ from utils.torch_utils import ModelEMA, set_seed, smart_optimizer
 
 def build_training(opt, hyp, device, dist=None, task_plugin=DETECT, options=None):
     """The TrainingParts of one run. opt: the training script's options (save_dir claimed, weights the last.pt to
-    resume when resume), read here once and frozen (RecordedFlags, and the task steps' typed inputs record); hyp: a dict or a --hyp path (the task's hyperparameters step reads it); dist: this
-    process's DistContext (single process when None); task_plugin: the utils.tasks.Task trained; options: the
-    RunOptions of the script's flags (None: made from the flags, as train.py's)."""
+    resume when resume), read here once and frozen (RecordedFlags, and the task steps' typed inputs record); hyp: a
+    dict or a --hyp path (the task's hyperparameters step reads it); dist: this process's DistContext (single process
+    when None); task_plugin: the utils.tasks.Task trained; options: the RunOptions of the script's flags (None: made
+    from the flags, as train.py's)."""
     dist = dist or DistContext()
     flags = RecordedFlags.of(opt)  # the engine's door: below it, records made from these frozen flags
     steps = steps_of(task_plugin)

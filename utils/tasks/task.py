@@ -10,9 +10,10 @@ NOMINAL_BATCH = 64  # the YOLO detector trainer's nominal batch (utils/engine/sc
 
 @dataclass(frozen=True)
 class TrainInputs:
-    """The flags build_training() itself reads, typed and frozen from the run's RecordedFlags (utils/checkpoint/run_options.py typed_options). A
-    task's trainer steps read a subclass of it that adds their own flags (TrainerSteps.inputs): the detector's
-    DetectorInputs (utils/engine/yolo_steps.py), classification's ClassifierInputs (utils/tasks/classify.py)."""
+    """The flags build_training() itself reads, typed and frozen from the run's RecordedFlags (typed_options,
+    utils/checkpoint/run_options.py). A task's trainer steps read a subclass of it that adds their own flags
+    (TrainerSteps.inputs): the detector's DetectorInputs (utils/engine/yolo_steps.py), classification's
+    ClassifierInputs (utils/tasks/classify.py)."""
     data: str = ""  # the dataset: a data YAML, or an ImageFolder root (classification)
     weights: str = ""  # the checkpoint to start from; a resumed run's last.pt
     resume: bool = False  # settled by the entry script: True only while a run is resumed
