@@ -28,10 +28,11 @@ SHARED = Path(os.environ.get("YOLO_SHARED_DIR", ROOT.parent / "shared"))
 
 
 # ------------------------------------------------------------------------------------------------ warm start
-# Most script tests spend their time importing PyTorch (about 3 CPU-seconds a process on 2 cores). In the PyTorch
-# suite, `sys.executable` (and `python` on the docs blocks' PATH) is a launcher whose processes fork from one server
-# that imported it once (tests/helpers/zygote.py says what it reproduces of a fresh `python`, and when it runs the
-# real one instead). YOLO_TEST_ZYGOTE=off turns it off for a session, or for one process in its environment.
+# Most script tests spend their time importing PyTorch (about 3 CPU-seconds a process on 2 cores), matplotlib, pandas
+# and OpenCV. `sys.executable` (and `python` on the docs blocks' PATH) is a launcher whose processes fork from one
+# server that imported them once (tests/helpers/zygote.py says what it reproduces of a fresh `python`, and when it
+# runs the real one instead; the OneFlow suite's server imports no framework). YOLO_TEST_ZYGOTE=off turns it off for
+# a session, or for one process in its environment.
 ZYGOTE = os.environ.get("YOLO_TEST_ZYGOTE", "on").strip().lower()
 REAL_PYTHON = sys.executable
 
@@ -41,11 +42,12 @@ def _start_warm_python(config):
         raise pytest.UsageError(f"YOLO_TEST_ZYGOTE={ZYGOTE!r}: use on (the default) or off")
     from utils.backend import BACKEND
     xdist_controller = not hasattr(config, "workerinput") and config.getoption("numprocesses", default=None)
-    if ZYGOTE == "off" or BACKEND != "torch" or sys.platform != "linux" or xdist_controller:
+    if ZYGOTE == "off" or sys.platform != "linux" or xdist_controller:
         return  # (pytest-xdist's controller runs no test: its workers start their own servers)
     from tests.helpers import zygote
     folder = tempfile.mkdtemp(prefix="yolo-zygote-")
-    server, launcher = zygote.start(REAL_PYTHON, folder)
+    # OneFlow's runtime threads start at import: its processes fork from a server without it (zygote.py)
+    server, launcher = zygote.start(REAL_PYTHON, folder, framework="torch" if BACKEND == "torch" else "none")
     if server is None:
         config.issue_config_time_warning(pytest.PytestWarning(f"warm start off: {launcher}"), stacklevel=2)
         shutil.rmtree(folder, ignore_errors=True)

@@ -1,5 +1,6 @@
 """A warm start for the suite's Python processes: one server process imports PyTorch once (about 3 CPU-seconds per
-process on a 2-core machine, the largest part of most script tests), and every `python ...` the tests start forks from
+process on a 2-core machine, the largest part of most script tests), and OpenCV, pandas and matplotlib (PRELOADED),
+and every `python ...` the tests start forks from
 it instead of starting afresh.
 
 The tests keep starting processes as they always did (`subprocess.run([sys.executable, "train.py", ...])`, docs blocks
@@ -13,8 +14,9 @@ takes them over and runs the script exactly as `python` would (the script's fold
 - the run process kills itself when the launcher dies (SIGKILL included), as a killed `python` would be gone.
 Whatever the launcher cannot reproduce runs the real interpreter instead (exec, same pid): interpreter options other
 than -u/-B, a launcher in a session of its own (a test that signals a process group), PYTHONHASHSEED,
-multiprocessing's spawn children, or YOLO_TEST_ZYGOTE=off in the environment. Only the PyTorch suite uses it:
-OneFlow starts its runtime threads at import, and a process forked after that is not safe.
+multiprocessing's spawn children, or YOLO_TEST_ZYGOTE=off in the environment. The OneFlow suite's server imports
+no framework (OneFlow starts its runtime threads at import, and a process forked after that is not safe): its
+processes still skip the PRELOADED libraries' imports, and import OneFlow themselves, after the fork.
 
 Stdlib only at the top: the launcher runs with `python -SE` and must start in milliseconds."""
 import json
@@ -294,9 +296,10 @@ def _run(request, base_path, default_threads, real):
     random.seed()
     import numpy as np
     np.random.seed()
-    import torch
-    threads = env.get("OMP_NUM_THREADS", "")
-    torch.set_num_threads(int(threads) if threads.isdigit() and int(threads) > 0 else default_threads)
+    if "torch" in sys.modules:  # imported by the server: its thread count is the one a fresh process would take
+        import torch
+        threads = env.get("OMP_NUM_THREADS", "")
+        torch.set_num_threads(int(threads) if threads.isdigit() and int(threads) > 0 else default_threads)
     if env.get("PYTHONWARNINGS"):  # the server started without it: its filters are the start-up ones
         warnings._processoptions(env["PYTHONWARNINGS"].split(","))
     code = 0
@@ -365,13 +368,36 @@ def _become(request, received, base_path, default_threads, real, server_objects=
 
 
 # ------------------------------------------------------------------------------------------------ the server
-def serve(address, real):
-    """Import PyTorch, then fork one run process per launcher connection and report how it ended."""
+# Besides PyTorch, the libraries nearly every script process imports, each a second or so of CPU per process (a
+# tiny train.py run imported matplotlib.pyplot in each of its two plot helpers and pandas in the run: 2.6 of its 13
+# CPU-seconds). Imported as the project imports them (matplotlib with its Agg backend: utils/plots.py), and none
+# starts a thread. A test that checks what a fresh interpreter has imported runs with YOLO_TEST_ZYGOTE=off.
+PRELOADED = ("cv2", "pandas", "matplotlib.pyplot")
+
+
+def _preload():
+    import importlib
+    for name in PRELOADED:
+        try:
+            if name == "matplotlib.pyplot":
+                import matplotlib
+                matplotlib.use("Agg")  # plotting-backend choice: as utils/plots.py's pyplot(), before pyplot loads
+            importlib.import_module(name)
+        except Exception:  # a missing library is imported (and reported) by the script that needs it
+            pass
+
+
+def serve(address, real, framework="torch"):
+    """Import PyTorch (framework "torch"; "none": no framework, OneFlow's suite, whose runtime threads must start
+    after the fork) and the PRELOADED libraries, then fork one run process per launcher connection and report how
+    it ended."""
     import ctypes
     import selectors
     ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: gone with the suite that started it
     import numpy  # noqa: F401  (imported before the fork, with the framework)
-    import torch
+    if framework == "torch":
+        import torch  # noqa: F401
+    _preload()
     default_threads = len(os.sched_getaffinity(0))  # torch's own default without OMP_NUM_THREADS
     base_path = sys.path[1:]  # without this file's folder; the server starts without PYTHONPATH
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -435,15 +461,16 @@ def _reap(running):
 
 
 # ------------------------------------------------------------------------------------------------ the suite's side
-def start(real, folder, ready_limit_s=120):
-    """Start a server for the interpreter `real` in `folder`; returns (server process, launcher path), or
-    (None, reason) when it cannot start (the suite then starts real interpreters, as before)."""
+def start(real, folder, ready_limit_s=120, framework="torch"):
+    """Start a server for the interpreter `real` in `folder`, with `framework` ("torch" or "none") imported;
+    returns (server process, launcher path), or (None, reason) when it cannot start (the suite then starts real
+    interpreters, as before)."""
     import subprocess
     if not hasattr(os, "pidfd_open"):
         return None, "os.pidfd_open is missing (Linux 5.3 and Python 3.9 needed)"
     address = os.path.join(folder, "zygote.sock")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONWARNINGS", "PYTHONHASHSEED")}
-    proc = subprocess.Popen([real, os.path.abspath(__file__), address, real], cwd=folder, env=env,
+    proc = subprocess.Popen([real, os.path.abspath(__file__), address, real, framework], cwd=folder, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
     import select
     ready, _, _ = select.select([proc.stdout], [], [], ready_limit_s)
@@ -463,4 +490,4 @@ def stop(proc):
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], sys.argv[2])
+    serve(*sys.argv[1:4])

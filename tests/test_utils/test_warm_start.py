@@ -13,13 +13,14 @@ from tests.helpers import zygote
 from tests.helpers.process_helpers import alive
 from utils.backend import BACKEND
 
-pytestmark = pytest.mark.skipif(BACKEND != "torch" or not hasattr(os, "pidfd_open"),
-                                reason="the warm start serves the PyTorch suite on Linux")
+pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="the warm start serves the suites on Linux")
 
 
 @pytest.fixture(scope="module")
 def launcher(tmp_path_factory):
     from tests.conftest import REAL_PYTHON
+    if BACKEND != "torch":
+        pytest.skip("the PyTorch server's fidelity (its processes are the same Python code under either backend)")
     server, path = zygote.start(REAL_PYTHON, str(tmp_path_factory.mktemp("zygote")))
     assert server is not None, path
     yield path
@@ -109,3 +110,19 @@ def test_what_it_cannot_reproduce_runs_the_real_interpreter(launcher, args, env,
                        env={**os.environ, **env}, timeout=120, **kw)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[-1] == str(os.getpid())  # exec'd in place: the test's own child, no server between
+
+
+@pytest.mark.skipif(BACKEND != "oneflow", reason="the OneFlow suite's server")
+def test_oneflow_processes_import_it_after_the_fork_with_the_libraries_preloaded(tmp_path):
+    """The OneFlow suite's server holds no framework (OneFlow's runtime threads must start in the process that uses
+    them); its processes find the preloaded libraries imported and import OneFlow themselves, and it works."""
+    from tests.conftest import REAL_PYTHON
+    server, path = zygote.start(REAL_PYTHON, str(tmp_path), framework="none")
+    assert server is not None, path
+    try:
+        code = ("import sys; before = [m in sys.modules for m in ('oneflow', 'torch', 'matplotlib.pyplot', 'cv2')]; "
+                "import oneflow; print(before, float(oneflow.ones(2, 3).sum()))")
+        r = _run(path, ["-c", code], cwd=tmp_path)
+        assert r.returncode == 0 and r.stdout.strip() == "[False, False, True, True] 6.0", r.stdout + r.stderr
+    finally:
+        zygote.stop(server)
