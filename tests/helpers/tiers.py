@@ -19,8 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DURATIONS_DIR = ROOT / "tests" / "durations"
-# seconds of wall time, measured with both suites running side by side on 2 cores (`make test-durations`). With
-# 3.0 the fast tier took 2:21 (PyTorch) + 2:09 (OneFlow) on a 2-core AMD EPYC Zen 3, over its 4 minutes
+# seconds of wall time, measured with both suites running side by side on 2 cores (`make test-durations`). On a
+# 2-core AMD EPYC Zen 3, `make test-fast` took 4:39 with 3.0 s, and 3:35 with 2.0 s (PyTorch 2:05, OneFlow 1:22)
 FAST_TIER_BUDGET_S = 2.0
 RECORD_ENV = "YOLO_RECORD_DURATIONS"  # a folder: each test's wall time is appended there (see record)
 

@@ -1,7 +1,6 @@
 """A warm start for the suite's Python processes: one server process imports PyTorch once (about 3 CPU-seconds per
 process on a 2-core machine, the largest part of most script tests), and OpenCV, pandas and matplotlib (PRELOADED),
-and every `python ...` the tests start forks from
-it instead of starting afresh.
+and every `python ...` the tests start forks from it instead of starting afresh.
 
 The tests keep starting processes as they always did (`subprocess.run([sys.executable, "train.py", ...])`, docs blocks
 calling `python`): the suite points `sys.executable` (and the `python` on the docs blocks' PATH) at a small launcher
