@@ -26,6 +26,9 @@ pages quote). The results file (benchmarks/results/learning_study_<dataset>_<tim
 --json) is rewritten after every run, so a study cut short keeps what it measured; the plot of the curves (mean
 line, min-max band per configuration) goes beside it with the same name and .png. The full study (5 seeds, 3
 configurations, 30 epochs) takes hours on a CPU: `--seeds 2 --epochs 2 --configs fp32 official` is a smoke run.
+Too long for one sitting, it grows in parts: `--add-to FILE --seed-start 2 --seeds 2` keeps FILE's successful runs and
+adds the (configuration, seed) pairs it lacks, with the same settings; each run records the CPU it ran on (times of
+runs on different CPUs do not compare; the learning figures do).
 
 The official checkout (commit 5081342f was measured) needs its own environment (`python3 -m venv ../venv` beside it,
 then `../venv/bin/pip install -r requirements.txt`), and offline it must not try to download its font: apply the
@@ -34,6 +37,7 @@ ultralytics' own switch, and --weights as a local file, so nothing else is fetch
 """
 import argparse
 import csv
+import json
 import os
 import shutil
 import subprocess
@@ -221,6 +225,34 @@ def skipped_configs(opt, cpu_flags):
     return out
 
 
+SAME_STUDY = ("dataset", "model", "img", "batch", "epochs", "weights")  # what runs added to one study must share
+
+
+def continued(study, path):
+    """study (a new one's settings) holding the successful runs of the study in path, which must have been made with
+    the same settings (SAME_STUDY): a study too long for one sitting grows session by session (--add-to), each run
+    recording the CPU it ran on. Raises SystemExit with one line when the settings differ."""
+    try:
+        old = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return study  # the first part of a study
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"learning_study: --add-to {path}: not a study results file ({e})")
+    for k in SAME_STUDY:
+        if old.get(k) != study[k]:
+            raise SystemExit(f"learning_study: --add-to {path}: its {k} is {old.get(k)!r}, this run's {study[k]!r}: "
+                             "give the same settings, or write a new file")
+    for name, cfg in old.get("configs", {}).items():
+        kept = [r for r in cfg.get("runs", []) if r.get("rc") == 0 and "error" not in r]
+        study["configs"].setdefault(name, {**cfg, "runs": []})["runs"] = kept
+    study["seeds"] = sorted(set(study["seeds"]) | {r["seed"] for c in study["configs"].values() for r in c["runs"]})
+    return study
+
+
+def already_run(study, name, seed):
+    return any(r["seed"] == seed for r in study["configs"][name]["runs"])
+
+
 def run_study(opt):
     model_yaml, _, pretrained = DATASETS[opt.dataset]
     cpu, flags = cpu_info()
@@ -231,7 +263,7 @@ def run_study(opt):
     if not configs:
         print("learning_study: nothing to run")
         return None
-    out = Path(opt.json) if opt.json else default_path("learning_study", tag=opt.dataset)
+    out = Path(opt.add_to or opt.json) if (opt.add_to or opt.json) else default_path("learning_study", tag=opt.dataset)
     plot = Path(opt.plot) if opt.plot else out.with_suffix(".png")
     seeds = list(range(opt.seed_start, opt.seed_start + opt.seeds))
     study = {"dataset": opt.dataset, "model": Path(model_yaml).stem, "img": opt.img, "batch": opt.batch,
@@ -239,6 +271,8 @@ def run_study(opt):
              "(scratch)", "seeds": seeds, "cpu": cpu, "skipped": skipped, "plot": plot.name,
              "ref_env": opt.ref_env, "project_env": opt.project_env,
              "configs": {c: {"what": CONFIGS[c][2], "flags": CONFIGS[c][1], "runs": []} for c in configs}}
+    if opt.add_to:
+        study = continued(study, opt.add_to)
     if "official" in configs:
         study["official_torch"] = subprocess.run([opt.ref_python, "-c", "import torch; print(torch.__version__)"],
                                                  capture_output=True, text=True).stdout.strip() or None
@@ -255,6 +289,8 @@ def run_study(opt):
         sides = {"official": (opt.ref_python, Path(opt.ref or ".").absolute()), "project": (opt.python, ROOT)}
         for i, seed in enumerate(seeds):
             for name in order_for(configs, i):
+                if already_run(study, name, seed):  # --add-to: measured by an earlier session
+                    continue
                 codebase, extra, _ = CONFIGS[name]
                 python, repo = sides[codebase]
                 project = tmp / f"runs_{name}"
@@ -263,7 +299,7 @@ def run_study(opt):
                 wall, peak, rc, log, cpu_s = run_measured(cmd, repo, env[codebase], opt.timeout)
                 csv_path = project / f"seed{seed}" / "results.csv"
                 figures = run_figures(read_results_csv(csv_path)) if csv_path.is_file() else None
-                run = {"seed": seed, "rc": rc, "wall_s": round(wall, 2), "cpu_s": round(cpu_s, 1),
+                run = {"seed": seed, "rc": rc, "wall_s": round(wall, 2), "cpu_s": round(cpu_s, 1), "cpu": cpu,
                        "peak_mib": round(peak), "precision": precision_used(log, codebase), **(figures or {})}
                 if rc != 0 or figures is None:
                     run["error"] = log[-1500:]
@@ -305,6 +341,9 @@ def parse_opt(argv=None):
     p.add_argument("--project-env", nargs="*", default=[], help="KEY=VALUE for this project's runs")
     p.add_argument("--timeout", type=int, default=6 * 3600, help="seconds per run")
     p.add_argument("--json", default=None, help="results file (default: a new one in benchmarks/results/)")
+    p.add_argument("--add-to", default=None, help="a study's results file to grow: its successful runs are kept, "
+                   "the (configuration, seed) pairs it lacks are run and added (same settings; a missing file starts "
+                   "it)")
     p.add_argument("--plot", default=None, help="curves plot (default: beside the results file, .png)")
     opt = p.parse_args(argv)
     bad = [kv for kv in opt.ref_env + opt.project_env if "=" not in kv]
@@ -313,8 +352,8 @@ def parse_opt(argv=None):
     if opt.seeds < 1 or opt.epochs < 1:
         p.error(f"--seeds {opt.seeds} --epochs {opt.epochs}: give at least 1 of each")
     opt.dataset = list(DATASETS) if "all" in opt.dataset else list(dict.fromkeys(opt.dataset))
-    if len(opt.dataset) > 1 and (opt.json or opt.plot):
-        p.error("--json/--plot name one file: give one --dataset with them")
+    if len(opt.dataset) > 1 and (opt.json or opt.plot or opt.add_to):
+        p.error("--json/--plot/--add-to name one file: give one --dataset with them")
     opt.configs = list(dict.fromkeys(opt.configs))  # once each, in the order given
     if opt.ref:
         opt.ref = str(Path(opt.ref).absolute())  # runs start in the checkouts, where a relative path means another

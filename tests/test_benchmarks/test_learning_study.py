@@ -157,3 +157,23 @@ def test_step_profile_groups():
     assert g["data wait"] == 1.0  # the wait's wall time, whatever ran inside it
     assert g["overhead"] == 1.0  # forward 1000 us + backward 1000 us outside any operator, over 2 steps
     assert step_profile.top_ops(ops, 2, n=1) == [["aten::convolution_backward", 3.0, 0.5]]
+
+
+def test_a_study_grows_by_parts_with_the_same_settings_only(tmp_path):
+    """--add-to keeps the file's successful runs (the failed one is run again), adds its seeds, and refuses a file
+    made with other settings in one line."""
+    import json
+    old = fake_study()
+    f = tmp_path / "study.json"
+    f.write_text(json.dumps({"benchmark": "learning_study", "run": {}, **old}))
+    new = {k: old[k] for k in ("dataset", "model", "img", "batch", "epochs")}
+    new.update(weights=old.get("weights"), seeds=[3, 4],
+               configs={"fp32": {"what": "fp32", "flags": [], "runs": []}})
+    grown = learning_study.continued(new, f)
+    assert [r["seed"] for r in grown["configs"]["fp32"]["runs"]] == [0, 1, 2]  # seed 3 failed: to be run again
+    assert [r["seed"] for r in grown["configs"]["official"]["runs"]] == [0, 1, 2]
+    assert grown["seeds"] == [0, 1, 2, 3, 4]
+    assert learning_study.already_run(grown, "fp32", 2) and not learning_study.already_run(grown, "fp32", 3)
+    assert learning_study.continued(dict(new, configs={}), tmp_path / "new.json")["configs"] == {}  # a new file
+    with pytest.raises(SystemExit, match="its epochs is 3, this run's 30"):
+        learning_study.continued(dict(new, epochs=30), f)
