@@ -253,6 +253,15 @@ def already_run(study, name, seed):
     return any(r["seed"] == seed for r in study["configs"][name]["runs"])
 
 
+def new_study(opt, model_yaml, pretrained, seeds, cpu, skipped, plot, configs):
+    """The study's record before its first run: its settings and an empty run list per configuration."""
+    return {"dataset": opt.dataset, "model": Path(model_yaml).stem, "img": opt.img, "batch": opt.batch,
+            "epochs": opt.epochs, "workers": opt.workers, "weights": Path(opt.weights).name if pretrained else
+            "(scratch)", "seeds": seeds, "cpu": cpu, "skipped": skipped, "plot": plot.name,
+            "ref_env": opt.ref_env, "project_env": opt.project_env,
+            "configs": {c: {"what": CONFIGS[c][2], "flags": CONFIGS[c][1], "runs": []} for c in configs}}
+
+
 def run_study(opt):
     model_yaml, _, pretrained = DATASETS[opt.dataset]
     cpu, flags = cpu_info()
@@ -266,11 +275,7 @@ def run_study(opt):
     out = Path(opt.add_to or opt.json) if (opt.add_to or opt.json) else default_path("learning_study", tag=opt.dataset)
     plot = Path(opt.plot) if opt.plot else out.with_suffix(".png")
     seeds = list(range(opt.seed_start, opt.seed_start + opt.seeds))
-    study = {"dataset": opt.dataset, "model": Path(model_yaml).stem, "img": opt.img, "batch": opt.batch,
-             "epochs": opt.epochs, "workers": opt.workers, "weights": Path(opt.weights).name if pretrained else
-             "(scratch)", "seeds": seeds, "cpu": cpu, "skipped": skipped, "plot": plot.name,
-             "ref_env": opt.ref_env, "project_env": opt.project_env,
-             "configs": {c: {"what": CONFIGS[c][2], "flags": CONFIGS[c][1], "runs": []} for c in configs}}
+    study = new_study(opt, model_yaml, pretrained, seeds, cpu, skipped, plot, configs)
     if opt.add_to:
         study = continued(study, opt.add_to)
     if "official" in configs:
