@@ -91,14 +91,24 @@ def git_commit(root=ROOT):
 
 
 def command_line(argv=None):
-    """The command as typed: the interpreter's name and sys.argv (the script path relative to the project)."""
+    """The command as typed, with every absolute path written relative to the project (a results file is committed:
+    it names no folder of the machine that measured it): "python benchmarks/x.py --ref ../yolov5"."""
     argv = list(sys.argv if argv is None else argv)
-    if argv:
-        try:
-            argv[0] = os.path.relpath(os.path.abspath(argv[0]), ROOT)
-        except ValueError:  # another drive (Windows)
-            pass
-    return " ".join(["python", *argv])
+    if argv:  # the script, however it was reached
+        argv[0] = os.path.abspath(argv[0])
+    return " ".join(["python", *(_relative_arg(a) for a in argv)])
+
+
+def _relative_arg(arg):
+    """One argument with its absolute path (bare, or after --flag=) made relative to the project."""
+    flag, eq, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
+    if not os.path.isabs(value):
+        return arg
+    try:
+        value = os.path.relpath(os.path.abspath(value), ROOT)
+    except ValueError:  # another drive (Windows)
+        return arg
+    return f"{flag}{eq}{value}"
 
 
 def run_metadata(gpu=None, argv=None):

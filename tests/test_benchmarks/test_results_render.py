@@ -42,6 +42,9 @@ def test_every_committed_results_file_has_its_run_record():
         assert run["date"].endswith("Z") and run["command"], stem
         assert run["source"] == "measured" or run["source"].startswith("transcribed from"), stem
         assert run["source"] == "measured" or run["commit"] in run["source"], stem
+        # committed files name no folder of the machine that measured them (results_io.command_line)
+        assert not any(a.lstrip("-").partition("=")[2 if "=" in a else 0].startswith("/")
+                       for a in run["command"].split()), (stem, run["command"])
     assert any(doc["run"]["source"] == "measured" for _, doc in files), "no measured results file"
 
 
@@ -115,6 +118,10 @@ def test_run_metadata_names_the_machine_and_versions(tmp_path):
     run = results_io.run_metadata(argv=[str(ROOT / "benchmarks" / "loader.py"), "--img", "64"])
     assert run["command"] == "python benchmarks/loader.py --img 64" and run["source"] == "measured"
     assert run["date"].endswith("Z") and len(run["date"]) == 20
+    outside = ROOT.parent / "sahi-env" / "bin" / "python"
+    run = results_io.run_metadata(argv=["benchmarks/x.py", "--sahi-python", str(outside), f"--ref={ROOT.parent}/y",
+                                        "--images", "3", "-"])
+    assert run["command"] == "python benchmarks/x.py --sahi-python ../sahi-env/bin/python --ref=../y --images 3 -"
     assert set(run["versions"]) == {"python", "torch", "oneflow", "numpy"} and run["versions"]["numpy"]
     assert run["machine"]["cores"] and run["machine"]["cpu"]
     out = results_io.write_result("loader", {"img_s": 1.0}, path=tmp_path / "r" / "x.json")
