@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.results_io import write_result  # noqa: E402
+from benchmarks.results_io import command_line, write_result  # noqa: E402
 SHARED = ROOT.parent / "shared"
 OWN_PYTHON = ROOT / ".venv-torch" / "bin" / "python"
 HOW_TO = """    git clone https://github.com/ultralytics/yolov5 ../yolov5-official
@@ -358,7 +358,7 @@ def main(opt):
     ref_env, own_env = _environments(opt)
     own_extra = opt.project_args.split()
     task = TASKS[opt.task]
-    result = {"command": " ".join(sys.argv), "task": task.name, "cpu": _cpu_name(), "cores": os.cpu_count(),
+    result = {"command": command_line(), "task": task.name, "cpu": _cpu_name(), "cores": os.cpu_count(),
               "epochs": opt.epochs, "batch": opt.batch, "workers": opt.workers, "project_args": own_extra,
               "project_env": opt.project_env, "ref_env": opt.ref_env, "train": {}, "val": None, "load_start": _load()}
     with tempfile.TemporaryDirectory(prefix="compare_train_") as tmp:

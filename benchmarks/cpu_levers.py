@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("YOLO_BACKEND", "torch")
 
-from benchmarks.results_io import write_result  # noqa: E402
+from benchmarks.results_io import command_line, write_result  # noqa: E402
 from utils import backend  # noqa: E402
 from utils.backend import torch  # noqa: E402
 
@@ -173,7 +173,7 @@ def main(opt):
     info = {"cpu": cpu_name(), "cores": os.cpu_count(), "threads": torch.get_num_threads(), "torch": torch.__version__,
             "native_bf16": backend.cpu_has_native_bf16(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
             "time": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "command": " ".join(sys.argv)}
+            "command": command_line()}
     print(f"CPU levers: {info}")
     result = {"info": info, "train": [], "val": []}
     for cfg, img in configs:

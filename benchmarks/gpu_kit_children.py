@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from benchmarks.gpu_kit_tables import ROOT, assemble, plan
-from benchmarks.results_io import run_metadata
+from benchmarks.results_io import command_line, run_metadata
 
 # environment of this project's children; the official children get neither these nor the launcher variables
 OWN_ENV = {"YOLO_BACKEND": "torch", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg"}
@@ -163,7 +163,7 @@ def machine(kit):
     rc, out, _ = kit.run([sys.executable, "-c", code], 120, label="meta")
     m = re.search(r"^GPU_KIT_META (.*)$", out, re.M)
     meta = json.loads(m.group(1)) if m else {"device": None, "torch": None, "error": out[-500:]}
-    meta["kit"] = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "mode": kit.plan["mode"],
+    meta["kit"] = {"command": command_line(), "mode": kit.plan["mode"],
                    "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "python": platform.python_version(),
                    "cpu": _cpu_name(), "cores": os.cpu_count(), "ref": kit.opt.ref, "plan": kit.plan}
     return meta

@@ -20,7 +20,6 @@ Sections
 """
 import argparse
 import logging
-import os
 import platform
 import sys
 import time
@@ -31,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.results_io import write_result  # noqa: E402
+from benchmarks.results_io import command_line, write_result  # noqa: E402
 from benchmarks.speed_kernels import bench_ciou, bench_ema_optim, bench_upsample  # noqa: E402
 from benchmarks.speed_steps import bench_step_pair, bench_step_variants  # noqa: E402
 from utils import backend  # noqa: E402
@@ -89,7 +88,7 @@ def _run_info(dev):
     return {"backend": backend.BACKEND, "version": backend.VERSION, "device": str(dev), "gpu": gpu,
             "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads()
             if hasattr(torch, "get_num_threads") else None, "python": platform.python_version(),
-            "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+            "command": command_line(),
             "time": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 

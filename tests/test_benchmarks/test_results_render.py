@@ -43,9 +43,20 @@ def test_every_committed_results_file_has_its_run_record():
         assert run["source"] == "measured" or run["source"].startswith("transcribed from"), stem
         assert run["source"] == "measured" or run["commit"] in run["source"], stem
         # committed files name no folder of the machine that measured them (results_io.command_line)
-        assert not any(a.lstrip("-").partition("=")[2 if "=" in a else 0].startswith("/")
-                       for a in run["command"].split()), (stem, run["command"])
+        for command in _commands(doc):
+            assert not any(a.partition("=")[2].startswith("/") if a.startswith("-") else a.startswith("/")
+                           for a in command.split()), (stem, command)
     assert any(doc["run"]["source"] == "measured" for _, doc in files), "no measured results file"
+
+
+def _commands(doc):
+    """Every "command" string anywhere in a results document."""
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from ([v] if k == "command" and isinstance(v, str) else _commands(v))
+    elif isinstance(doc, list):
+        for v in doc:
+            yield from _commands(v)
 
 
 def _write(folder, name, doc):
