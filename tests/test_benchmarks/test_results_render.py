@@ -130,8 +130,8 @@ def test_run_metadata_names_the_machine_and_versions(tmp_path):
     assert run["command"] == "python benchmarks/loader.py --img 64" and run["source"] == "measured"
     assert run["date"].endswith("Z") and len(run["date"]) == 20
     outside = ROOT.parent / "sahi-env" / "bin" / "python"
-    run = results_io.run_metadata(argv=["benchmarks/x.py", "--sahi-python", str(outside), f"--ref={ROOT.parent}/y",
-                                        "--images", "3", "-"])
+    run = results_io.run_metadata(argv=[str(ROOT / "benchmarks" / "x.py"), "--sahi-python", str(outside),
+                                        f"--ref={ROOT.parent}/y", "--images", "3", "-"])
     assert run["command"] == "python benchmarks/x.py --sahi-python ../sahi-env/bin/python --ref=../y --images 3 -"
     assert set(run["versions"]) == {"python", "torch", "oneflow", "numpy"} and run["versions"]["numpy"]
     assert run["machine"]["cores"] and run["machine"]["cpu"]
