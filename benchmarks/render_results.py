@@ -137,10 +137,10 @@ def learning_headline(results):
         vs_official.update({p["b"]: _flipped(p) for p in doc.get("pairs") or [] if p.get("a") == "official"})
         for name, block in (doc.get("configs") or {}).items():
             m = (block.get("summary") or {}).get("mAP50-95") or {}
-            w = ((vs_official.get(name) or {}).get("mAP50-95") or {}).get("welch") or {}
-            rows.append([study_name(doc), name, f"{mean_std_text(m)} ({m.get('n', 0)} seeds)",
-                         "-" if w.get("diff") is None else f"{w['diff']:+.4f} {interval_text(w)}", machine(doc["run"]),
-                         day(doc["run"])])
+            n = m.get("n", 0)
+            rows.append([study_name(doc), name, f"{mean_std_text(m)} ({n} seed{'' if n == 1 else 's'})",
+                         _vs_official_text((vs_official.get(name) or {}).get("mAP50-95") or {}),
+                         machine(doc["run"]), day(doc["run"])])
     if not rows:
         return []
     return ["", "Does it learn the same? Final mAP50-95 over seeds, and the difference from the official trainer "
@@ -148,14 +148,33 @@ def learning_headline(results):
             table(["study", "config", ">mAP50-95", ">vs official", "machine", "date"], rows)]
 
 
+def _vs_official_text(pair):
+    """The difference of means from the official one, with Welch's interval; with one seed a side there is no
+    interval, so the difference says so."""
+    w = pair.get("welch") or {}
+    if w.get("diff") is not None:
+        return f"{w['diff']:+.4f} {interval_text(w)}"
+    diff = (pair.get("bootstrap") or {}).get("diff")
+    return "-" if diff is None else f"{diff:+.4f} (no interval with one seed)"
+
+
 def _flipped(pair):
     """A pair (official, x) as (x, official): differences and intervals negated."""
     out = {}
     for metric, c in pair.items():
         if isinstance(c, dict) and "welch" in c:
-            w = c.get("welch") or {}
-            out[metric] = {**c, "welch": w and {**w, "diff": -w["diff"], "low": -w["high"], "high": -w["low"]}}
+            out[metric] = {**c, **{k: _negated(c.get(k)) for k in ("welch", "bootstrap")}}
     return out
+
+
+def _negated(interval):
+    """An interval {diff, low, high} of a - b as one of b - a (None stays None)."""
+    if not interval:
+        return interval
+    flip = {"diff": -interval["diff"]}
+    if interval.get("low") is not None:
+        flip.update(low=-interval["high"], high=-interval["low"])
+    return {**interval, **flip}
 
 
 def headline_block(results):

@@ -143,6 +143,21 @@ def test_rendered_learning_tables(tmp_path):
     assert "learn the same" not in readme
 
 
+def test_a_one_seed_study_renders_its_difference_without_an_interval(tmp_path):
+    """One run a configuration (a study grown session by session starts so): the README row says "1 seed" and gives
+    the difference from the official mean, this side minus official, with no interval rather than a blank."""
+    study = fake_study()
+    for block in study["configs"].values():
+        block["runs"] = [r for r in block["runs"] if r["seed"] == 2]
+    study = learning_study.summarize(study)
+    doc = {"benchmark": "learning_study", "run": {**results_io.run_metadata(argv=["benchmarks/learning_study.py"]),
+                                                  "date": "2026-11-27T00:00:00Z"}, **study}
+    (tmp_path / "learning_study_coco128_one.json").write_text(json.dumps(doc))
+    _, readme = render_results.render(tmp_path, readme_text=f"{render_results.START}\n{render_results.END}\n")
+    assert "| official | 0.304 (1 seed) | - |" in readme
+    assert "| fp32 | 0.314 (1 seed) | +0.0100 (no interval with one seed) |" in readme
+
+
 def test_step_profile_groups():
     assert [step_profile.op_kind(n) for n in ("aten::mkldnn_convolution", "ConvolutionBackward0",
                                                 "aten::native_batch_norm_backward", "aten::silu_", "aten::add_")] == [
