@@ -136,11 +136,14 @@ def test_blocked_nms_matches_brute_force_across_blocks_and_chains(block, seed):
             _textbook_nms(boxes, scores, np.zeros(n), thres)  # one group: exactly the textbook order
 
 
-def test_groups_of_every_size_solved_together_match_brute_force():
+@pytest.mark.parametrize("cells", [1 << 21, 300])  # 300: a batched call holds one group (or three of up to 8 boxes)
+def test_groups_of_every_size_solved_together_match_brute_force(cells, monkeypatch):
     """Groups of 1 to 300 boxes (validation at conf 0.001 gives dozens of classes an image, most of them small):
-    the small ones are padded and solved as one batch per power-of-two size, the large ones in blocks; every
-    group's answer must be the textbook one, whatever the others' sizes."""
+    the small ones are padded and solved in batches of similar size, the large ones in blocks; every group's answer
+    must be the textbook one, whatever the others' sizes and however the batches are cut."""
+    import utils.nms
     from utils.nms import _greedy_nms_numpy
+    monkeypatch.setattr(utils.nms, "SMALL_BATCH_CELLS", cells)
     rng = np.random.default_rng(3)
     sizes = [1, 2, 3, 5, 8, 9, 16, 17, 31, 33, 64, 65, 127, 128, 129, 300]
     groups = np.repeat(rng.permutation(len(sizes)) * 3, sizes)  # group ids not in size order
