@@ -69,6 +69,22 @@ def test_scalars_graph_and_result_images(tmp_path, caplog):
         assert sum("no model graph" in r.getMessage() for r in caplog.records) == 1
 
 
+def test_record_checksums_in_c_give_tensorboards_values():
+    """The C checksums (google-crc32c, when installed with its C implementation) replace tensorboard's pure-Python
+    ones in the record writer: the same masked CRC32C for every length (the reader checks each record's two)."""
+    google_crc32c = pytest.importorskip("google_crc32c")
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c as pure_python
+    from tensorboard.summary.writer import record_writer
+
+    from utils.loggers.tensorboard import _c_record_checksums
+    assert _c_record_checksums() == (google_crc32c.implementation == "c")
+    if google_crc32c.implementation == "c":
+        assert record_writer.masked_crc32c is not pure_python
+    rng = np.random.default_rng(0)
+    for data in (b"", b"a", bytes(range(256)) * 41, rng.bytes(100_003), (12345).to_bytes(8, "little")):
+        assert record_writer.masked_crc32c(data) == pure_python(data)
+
+
 def test_noplots_and_sync_bn_skip_the_graph(tmp_path):
     from tests.helpers.engine_helpers import tiny_model
     for i, opt in enumerate((run_opt(sync_bn=True), run_opt(noplots=True))):
