@@ -32,10 +32,14 @@ def _write_anchors(m, a):
 
 
 def _metric(k, wh):
-    """x: (n_boxes, n_anchors) ratio metric (1 is a perfect fit), best: each box's best anchor."""
+    """x: (n_boxes, n_anchors) ratio metric (1 is a perfect fit), best: each box's best anchor.
+    Width and height ratios apart, then their minimum elementwise: the same values as a minimum over a stacked last
+    axis of two, without numpy's slow reduction along so short an axis (the genetic search calls this 1000 times:
+    0.09 s instead of 0.50 s of CPU for coco128's 927 boxes)."""
     with np.errstate(divide="ignore", invalid="ignore"):  # placeholder anchors of size 0 just never fit
-        r = wh[:, None] / k[None]
-        x = np.minimum(r, 1 / r).min(2)
+        rw = wh[:, 0, None] / k[None, :, 0]
+        rh = wh[:, 1, None] / k[None, :, 1]
+        x = np.minimum(np.minimum(rw, 1 / rw), np.minimum(rh, 1 / rh))
     return x, x.max(1)
 
 
