@@ -136,3 +136,25 @@ def test_last_epoch_is_computed_in_one_place():
     assert found == {("loop.py", "is_last = epoch + 1 == epochs"),
                      ("hooks.py", "rec.stop_possible_next = self.stopper.possible_stop")}
     assert EpochRecord(0, False, False).following(4, 5).is_last_epoch
+
+
+def test_each_epoch_validates_a_folded_copy_of_the_ema(monkeypatch):
+    """ValidationHook hands validation a copy of the EMA with its Conv BatchNorms folded, in eval mode; the EMA
+    itself keeps its BatchNorms and goes on averaging (its weights after the run are the EMA's, not the copy's)."""
+    import utils.engine.hooks as hooks
+    from models.common import Conv
+    from utils.backend import torch
+    from utils.engine.hooks import ValidationHook
+    seen = []
+
+    def fake_validate(parts, model, plots=False, **kw):
+        seen.append((model, model.training, sum(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())))
+        return (0.1, 0.2, 0.3, 0.4, 0.0, 0.0, 0.0), None
+    monkeypatch.setattr(hooks, "validate", fake_validate)
+    net = torch.nn.Sequential(Conv(3, 4, 3), torch.nn.Conv2d(4, 2, 1))  # one BatchNorm, inside a Conv
+    parts = tiny_parts(epochs=2, nb=1, model=net)
+    TrainLoop(parts, [ValidationHook()]).train()
+    assert len(seen) == 2
+    for model, training, n_bn in seen:
+        assert model is not parts.ema.ema and not training and n_bn == 0
+    assert sum(isinstance(m, torch.nn.BatchNorm2d) for m in parts.ema.ema.modules()) == 1

@@ -96,6 +96,30 @@ def test_fused_model_gives_the_same_outputs():
     np.testing.assert_allclose(after, before, rtol=1e-3, atol=1e-3)
 
 
+def test_inference_copy_folds_a_copy_and_leaves_the_model_training():
+    """What a validation during training runs: a folded copy in eval mode, the same outputs; the EMA it came from
+    keeps its BatchNorms, its mode and its own parameters (it goes on averaging)."""
+    from models.yolo import inference_copy
+    torch.manual_seed(0)
+    model = DetectionModel("yolov5n.yaml")
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+    model.train()
+    n_bn = sum(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
+    x = torch.rand(2, 3, 64, 64)
+    copy = inference_copy(model)
+    assert model.training and not copy.training
+    assert sum(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules()) == n_bn > 0
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in copy.modules())
+    first_conv = next(m for m in model.modules() if isinstance(m, torch.nn.Conv2d))
+    assert all(p is not first_conv.weight for p in copy.parameters())
+    model.eval()
+    with torch.no_grad():
+        np.testing.assert_allclose(to_numpy(copy(x)[0]), to_numpy(model(x)[0]), rtol=1e-4, atol=1e-4)
+
+
 def test_p6_model_has_four_levels():
     model = DetectionModel("yolov5n6.yaml")
     assert to_numpy(model.stride).tolist() == [8.0, 16.0, 32.0, 64.0]
