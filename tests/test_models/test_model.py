@@ -76,17 +76,21 @@ def test_strides_anchors_and_output_shapes():
     assert len(raw) == 3
 
 
-def test_fused_model_gives_the_same_outputs():
+def _model_with_batchnorm_statistics():
+    """yolov5n with non-trivial BatchNorm statistics and affine parameters, so that folding has something to fold."""
     torch.manual_seed(0)
     model = DetectionModel("yolov5n.yaml")
-    # non-trivial BatchNorm statistics so that fusion has something to fold
     for m in model.modules():
         if isinstance(m, torch.nn.BatchNorm2d):
             m.running_mean.uniform_(-0.5, 0.5)
             m.running_var.uniform_(0.5, 2.0)
             m.weight.data.uniform_(0.5, 1.5)
             m.bias.data.uniform_(-0.2, 0.2)
-    model.eval()
+    return model
+
+
+def test_fused_model_gives_the_same_outputs():
+    model = _model_with_batchnorm_statistics().eval()
     x = torch.rand(1, 3, 64, 64)
     with torch.no_grad():
         before = to_numpy(model(x)[0])
@@ -100,13 +104,7 @@ def test_inference_copy_folds_a_copy_and_leaves_the_model_training():
     """What a validation during training runs: a folded copy in eval mode, the same outputs; the EMA it came from
     keeps its BatchNorms, its mode and its own parameters (it goes on averaging)."""
     from models.yolo import inference_copy
-    torch.manual_seed(0)
-    model = DetectionModel("yolov5n.yaml")
-    for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.running_mean.uniform_(-0.5, 0.5)
-            m.running_var.uniform_(0.5, 2.0)
-    model.train()
+    model = _model_with_batchnorm_statistics().train()
     n_bn = sum(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
     x = torch.rand(2, 3, 64, 64)
     copy = inference_copy(model)
