@@ -120,20 +120,26 @@ def launcher_main(real, address, session):
     os.umask(mask)
     request = {"mode": mode, "target": target, "args": rest, "unbuffered": unbuffered, "cwd": os.getcwd(),
                "env": env, "umask": mask, "limits": limits, "fds": fds, "launcher": os.getpid()}
-    _send_message(sock, request, fds)
-    pid = None
+    # Relaying starts before the request goes out: the run process may be running (and the test may signal this
+    # launcher) before the server's reply names it. A signal from that window is held and delivered on the reply.
+    run = {"pid": None, "held": []}
 
     def forward(signum, _frame):
-        if pid:
-            try:
-                os.kill(pid, signum)
-            except ProcessLookupError:
-                pass
+        if run["pid"] is None:
+            run["held"].append(signum)
+            return
+        try:
+            os.kill(run["pid"], signum)
+        except ProcessLookupError:
+            pass
 
     for s in _FORWARDED:
         signal.signal(s, forward)
+    _send_message(sock, request, fds)
     reply, _ = _receive_message(sock)
-    pid = reply["pid"]
+    run["pid"] = reply["pid"]
+    while run["held"]:
+        forward(run["held"].pop(0), None)
     outcome, _ = _receive_message(sock)
     if outcome.get("signal"):
         sig = outcome["signal"]

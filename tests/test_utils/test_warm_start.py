@@ -90,6 +90,57 @@ def test_signals_reach_the_process_and_it_dies_with_its_launcher(launcher, tmp_p
     assert not alive(run_pid)
 
 
+def test_a_signal_before_the_server_names_the_run_process_still_reaches_it(tmp_path):
+    """The window the suite's load opens by chance, held open on purpose: a stand-in server starts the run process
+    and answers with its pid only after the test has signalled the launcher. The signal must reach it anyway."""
+    import socket
+    import threading
+    from tests.conftest import REAL_PYTHON
+    address = str(tmp_path / "s.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address)
+    listener.listen(1)
+    path = zygote.write_launcher(str(tmp_path), REAL_PYTHON, address, os.getsid(0))
+    child_code = ("import signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\n"
+                  "print('up', flush=True)\ntime.sleep(60)\n")
+    request_in, may_answer, seen = threading.Event(), threading.Event(), {}
+
+    def stand_in_server():
+        conn, _ = listener.accept()
+        with conn:
+            _, fds = zygote._receive_message(conn)  # the launcher relays signals from here on
+            for fd in fds:
+                os.close(fd)
+            child = subprocess.Popen([REAL_PYTHON, "-c", child_code], stdout=subprocess.PIPE, text=True)
+            seen["up"] = child.stdout.readline()
+            request_in.set()
+            may_answer.wait(30)
+            zygote._send_message(conn, {"pid": child.pid})
+            try:
+                seen["code"] = child.wait(20)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                seen["code"] = "still running 20 s after the signal"
+            zygote._send_message(conn, {"code": child.wait()})
+
+    server = threading.Thread(target=stand_in_server, daemon=True)
+    server.start()
+    p = subprocess.Popen([path, "-c", "pass"], stdout=subprocess.DEVNULL)
+    try:
+        assert request_in.wait(60) and seen["up"] == "up\n"
+        p.send_signal(signal.SIGTERM)
+        time.sleep(0.3)  # the launcher has taken the signal before it learns whom it is for
+        may_answer.set()
+        server.join(60)
+        assert seen["code"] == 7
+        assert p.wait(30) == 7
+    finally:
+        may_answer.set()
+        if p.poll() is None:
+            p.kill()
+        listener.close()
+
+
 def test_inherited_descriptors_are_handed_over(launcher):
     r, w = os.pipe()
     p = subprocess.Popen([launcher, "-c", f"import os; os.write({w}, b'through fd {w}')"], pass_fds=[w])
