@@ -106,6 +106,7 @@ def _textbook_nms(boxes, scores, groups, thres):
     return keep
 
 
+@pytest.mark.framework_free  # numpy in, numpy out: the same under both backends
 def test_numpy_nms_matches_brute_force_greedy():
     rng = np.random.default_rng(0)
     xy = rng.uniform(0, 100, (300, 2)).astype(np.float32)
@@ -115,6 +116,7 @@ def test_numpy_nms_matches_brute_force_greedy():
     assert nms_numpy(boxes, scores, 0.5, groups).tolist() == _textbook_nms(boxes, scores, groups, 0.5)
 
 
+@pytest.mark.framework_free
 @pytest.mark.parametrize("block", [1, 7, 64, 512])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_blocked_nms_matches_brute_force_across_blocks_and_chains(block, seed):
@@ -136,6 +138,7 @@ def test_blocked_nms_matches_brute_force_across_blocks_and_chains(block, seed):
             _textbook_nms(boxes, scores, np.zeros(n), thres)  # one group: exactly the textbook order
 
 
+@pytest.mark.framework_free
 @pytest.mark.parametrize("cells", [1 << 21, 300])  # 300: a batched call holds one group (or three of up to 8 boxes)
 def test_groups_of_every_size_solved_together_match_brute_force(cells, monkeypatch):
     """Groups of 1 to 300 boxes (validation at conf 0.001 gives dozens of classes an image, most of them small):

@@ -49,3 +49,20 @@ def test_every_measured_test_id_still_names_a_test_file():
     for backend in ("torch", "oneflow"):
         for nodeid in tiers.measured_durations(backend):
             assert (tiers.ROOT / nodeid.split("::")[0]).is_file(), f"{backend}: {nodeid}"
+
+
+def test_a_cover_that_is_itself_covered_fails_collection():
+    """A chain of covers (A held by B, B left to the PyTorch suite) would leave A's OneFlow side untested."""
+    here = "tests/test_utils/test_test_tiers.py"
+    b, a = f"{here}::test_a_cover_must_name_a_test_that_exists", f"{here}::test_a_test_measured_over_the_budget_becomes_slow"
+    chain = [FakeItem(a, pytest.mark.oneflow_covered_by(b).mark), FakeItem(b, pytest.mark.oneflow_covered_by(a).mark)]
+    with pytest.raises(pytest.UsageError, match="itself left to the PyTorch suite"):
+        tiers.apply_oneflow_covers(chain, oneflow=False)  # whichever suite collects them
+    # a parametrized cover with one case left to run under OneFlow holds the others
+    cases = [FakeItem(f"{b}[x]"), FakeItem(f"{b}[y]", pytest.mark.oneflow_covered_by(b).mark),
+             FakeItem(a, pytest.mark.oneflow_covered_by(b).mark)]
+    tiers.apply_oneflow_covers(cases, oneflow=True)
+    assert [bool(i.get_closest_marker("skip")) for i in cases] == [False, True, True]
+    cases[0].markers.append(pytest.mark.oneflow_covered_by(b).mark)  # now every case of b is covered
+    with pytest.raises(pytest.UsageError, match="itself left"):
+        tiers.apply_oneflow_covers(cases, oneflow=False)
