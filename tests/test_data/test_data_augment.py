@@ -125,31 +125,60 @@ def test_fused_mosaic_matches_classic_path(boxes_dataset):
         (im_a, lb_a, *_), (im_b, lb_b, *_) = out
         np.testing.assert_allclose(lb_a, lb_b, atol=1e-4)
         diffs.append(np.abs(im_a.astype(int) - im_b.astype(int)).mean())
-    assert np.mean(diffs) < 4.0, diffs  # interpolation at tile edges and sub-pixel placement only
+    # these images are resized to the mosaic's scale: once here, twice (load, then warp) in the classic path, so the
+    # interpolation differs a little (0.17-0.63 grey levels measured), and at the tiles' edges
+    assert np.mean(diffs) < 1.0, diffs
 
 
-def test_warp_into_fast_path_equals_warpaffine():
-    """The resize fast path puts the image within half an output pixel of the exact warp."""
+def test_fused_mosaic_puts_pixels_where_the_labels_are(tmp_path):
+    """Images already at the training size: both paths interpolate once, so the fused mosaic must give the classic
+    path's pixels, not a shifted copy of them (a shortcut that placed tiles up to half a pixel off, with the labels
+    at the exact place, trained every image slightly wrong). Shift by phase correlation, against the same draws."""
+    imgsz, rng = 128, np.random.default_rng(1)
+    (tmp_path / "images").mkdir()
+    (tmp_path / "labels").mkdir()
+    for i in range(6):  # smooth texture (a shift shows in every pixel) and one box each
+        im = cv2.GaussianBlur(rng.integers(0, 255, (imgsz, imgsz, 3), dtype=np.uint8), (9, 9), 0)
+        cv2.imwrite(str(tmp_path / "images" / f"{i}.png"), im)
+        (tmp_path / "labels" / f"{i}.txt").write_text("0 0.5 0.5 0.4 0.3\n")
+    kw = dict(img_size=imgsz, batch_size=4, augment=True, hyp=hyp(hsv_h=0.0, hsv_s=0.0, hsv_v=0.0))
+    fast = LoadImagesAndLabels(str(tmp_path / "images"), **kw)
+    ref = ClassicLoadImagesAndLabels(str(tmp_path / "images"), **kw)
+    worst = 0.0
+    for i in range(12):
+        out = []
+        for ds in (fast, ref):
+            random.seed(i)
+            np.random.seed(i)
+            out.append(ds[i % len(ds)])
+        (im_a, lb_a, *_), (im_b, lb_b, *_) = out
+        np.testing.assert_allclose(lb_a, lb_b, atol=1e-4)
+        a, b = (x.astype(np.float64).mean(0) for x in (im_a, im_b))
+        (dx, dy), _ = cv2.phaseCorrelate(a, b)
+        # measured with OpenCV 5.0: at most 0.07 px and 0.08 grey levels (tile edges); with OpenCV 4.11 (the OneFlow
+        # environment) up to 0.37 px and 0.22 (not traced yet: warp_into equals its warpAffine there too). The
+        # half-pixel shortcut gave 0.1-0.56 px and 0.44-1.4 grey levels on these draws.
+        worst = max(worst, abs(dx), abs(dy))
+        assert np.abs(a - b).mean() < 0.3, i
+    assert worst < 0.4, worst
+
+
+def test_warp_into_equals_warpaffine():
+    """Over the tile's own bounding box, the pixels of cv2.warpAffine over the whole output, in the same place."""
     rng = np.random.default_rng(0)
     src = cv2.GaussianBlur(rng.integers(0, 255, (120, 150, 3), dtype=np.uint8), (7, 7), 0)
-    shifts = np.arange(-0.5, 0.51, 0.125)
-    for a, b, d in ((1.3, -20.4, 15.7), (0.6, 30.2, -10.1), (1.0, 5.0, 5.0), (0.77, -3.3, 40.45)):
-        A = np.array([[a, 0, b], [0, a, d]])
-        fast = np.full((128, 128, 3), 114, np.uint8)
-        assert warp_into(fast, src, A)
-        inner = (slice(int(max(d, 0)) + 3, int(min(d + 120 * a, 128)) - 3),
-                 slice(int(max(b, 0)) + 3, int(min(b + 150 * a, 128)) - 3))
-        best = min(np.abs(fast[inner].astype(int) - cv2.warpAffine(
-            src, A + [[0, 0, sx], [0, 0, sy]], (128, 128), borderValue=(114, 114, 114))[inner].astype(int)).mean()
-                   for sx in shifts for sy in shifts)
-        assert best < 1.0, (a, b, d, best)
-        assert (fast[:, :max(int(b) - 1, 0)] == 114).all()  # nothing drawn outside the placed image
-    # rotation: the general warpAffine path, only inside the transformed bounds
-    A = cv2.getRotationMatrix2D((60, 60), 30, 0.8)
-    out = np.full((128, 128, 3), 114, np.uint8)
-    warp_into(out, src, A)
-    ref = cv2.warpAffine(src, A, (128, 128), borderMode=cv2.BORDER_TRANSPARENT, dst=np.full_like(out, 114))
-    assert np.abs(out.astype(int) - ref.astype(int)).mean() < 0.5
+    cases = [np.array([[a, 0, b], [0, a, d]]) for a, b, d in
+             ((1.3, -20.4, 15.7), (0.6, 30.2, -10.1), (1.0, 5.0, 5.0), (0.77, -3.3, 40.45))]  # scale + translation
+    cases.append(cv2.getRotationMatrix2D((60, 60), 30, 0.8))
+    for A in cases:
+        out = np.full((128, 128, 3), 114, np.uint8)
+        assert warp_into(out, src, A)
+        ref = cv2.warpAffine(src, A, (128, 128), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_TRANSPARENT,
+                             dst=np.full_like(out, 114))
+        assert np.abs(out.astype(int) - ref.astype(int)).max() <= 1, A  # fixed-point rounding at most
+    left = np.full((128, 128, 3), 114, np.uint8)
+    warp_into(left, src, np.array([[0.5, 0, 40.0], [0, 0.5, 0.0]]))
+    assert (left[:, :40] == 114).all() and (left[60:] == 114).all()  # nothing drawn outside the placed image
 
 
 def test_hsv_matches_ultralytics_lut():
