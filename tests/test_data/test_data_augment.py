@@ -109,6 +109,18 @@ def test_labels_survive_augmentation(boxes_dataset, fused, extra):
     assert n > 24  # most boxes survive
 
 
+def _same_draws(fast, ref, i):
+    """Item i of the fused and the classic loader from the same seeds: the labels must be equal; the two images."""
+    out = []
+    for ds in (fast, ref):
+        random.seed(i)
+        np.random.seed(i)
+        out.append(ds[i % len(ds)])
+    (im_a, lb_a, *_), (im_b, lb_b, *_) = out
+    np.testing.assert_allclose(lb_a, lb_b, atol=1e-4)
+    return im_a, im_b
+
+
 def test_fused_mosaic_matches_classic_path(boxes_dataset):
     """Same seeds -> same draws in the same order: labels equal, images nearly equal."""
     imgsz = 160
@@ -117,13 +129,7 @@ def test_fused_mosaic_matches_classic_path(boxes_dataset):
     ref = ClassicLoadImagesAndLabels(str(boxes_dataset / "images"), **kw)
     diffs = []
     for i in range(12):
-        out = []
-        for ds in (fast, ref):
-            random.seed(i)
-            np.random.seed(i)
-            out.append(ds[i % len(ds)])
-        (im_a, lb_a, *_), (im_b, lb_b, *_) = out
-        np.testing.assert_allclose(lb_a, lb_b, atol=1e-4)
+        im_a, im_b = _same_draws(fast, ref, i)
         diffs.append(np.abs(im_a.astype(int) - im_b.astype(int)).mean())
     # these images are resized to the mosaic's scale: once here, twice (load, then warp) in the classic path, so the
     # interpolation differs a little (0.17-0.63 grey levels measured), and at the tiles' edges
@@ -146,13 +152,7 @@ def test_fused_mosaic_puts_pixels_where_the_labels_are(tmp_path):
     ref = ClassicLoadImagesAndLabels(str(tmp_path / "images"), **kw)
     worst = 0.0
     for i in range(12):
-        out = []
-        for ds in (fast, ref):
-            random.seed(i)
-            np.random.seed(i)
-            out.append(ds[i % len(ds)])
-        (im_a, lb_a, *_), (im_b, lb_b, *_) = out
-        np.testing.assert_allclose(lb_a, lb_b, atol=1e-4)
+        im_a, im_b = _same_draws(fast, ref, i)
         a, b = (x.astype(np.float64).mean(0) for x in (im_a, im_b))
         (dx, dy), _ = cv2.phaseCorrelate(a, b)
         # measured with OpenCV 5.0: at most 0.07 px and 0.08 grey levels (tile edges); with OpenCV 4.11 (the OneFlow
