@@ -35,6 +35,17 @@ def intersect_dicts(da, db, exclude=()):
             if k in db and all(x not in k for x in exclude) and tuple(v.shape) == tuple(db[k].shape)}
 
 
+def round_to_half(model):
+    """Every floating parameter and buffer of model rounded to the nearest fp16 value, kept in its own dtype and
+    tensor (in place: an optimizer made earlier still holds the same parameters). The official trainers do this to
+    a new run's model after AutoAnchor (`model.half().float()`), so a run starts from the same weights there and
+    here; a resumed run keeps its exact weights."""
+    with backend.no_grad():
+        for t in list(model.parameters()) + list(model.buffers()):
+            if t.dtype.is_floating_point:
+                t.copy_(t.half().to(t.dtype))
+
+
 def is_norm(module):
     """BatchNorm, SyncBatchNorm, GroupNorm, LayerNorm, InstanceNorm...: found by type name so it holds for both
     frameworks' classes (their norm weights get no weight decay)."""

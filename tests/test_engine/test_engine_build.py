@@ -41,9 +41,13 @@ def test_build_a_new_run(data, tmp_path, monkeypatch):
     import utils.tasks.detect
     from utils.engine.hyp import load_hyp
 
+    unrounded_anchors = []
+
     def autoanchor_replacing_anchors(dataset, model, thr, imgsz):  # stands in for AutoAnchor finding better anchors
         with backend.no_grad():
             model.model[-1].anchors.mul_(1.5)
+            model.model[-1].anchors.add_(1e-4)  # a value fp16 cannot hold
+        unrounded_anchors.append(backend.to_numpy(model.model[-1].anchors).copy())
     monkeypatch.setattr(utils.tasks.detect, "check_anchors", autoanchor_replacing_anchors)  # the task's head check
     opt = _opt(data, tmp_path / "exp", "--batch-size", "24")
     called = []
@@ -56,12 +60,19 @@ def test_build_a_new_run(data, tmp_path, monkeypatch):
     assert model.keys() == ema.keys()
     for k in model:  # the EMA starts from the model as AutoAnchor left it
         np.testing.assert_array_equal(ema[k], model[k], err_msg=k)
+    # then rounded to fp16 values, as the official trainer's model.half().float(): anchors, weights and BN statistics
+    rounded = {k: v.astype(np.float16).astype(v.dtype) for k, v in model.items()}
+    assert all(np.array_equal(rounded[k], model[k]) for k in model)
+    (found,) = unrounded_anchors  # what AutoAnchor found, rounded like everything else
+    np.testing.assert_array_equal(model["model.24.anchors"], found.astype(np.float16).astype(np.float32))
+    assert not np.array_equal(model["model.24.anchors"], found)
     groups = parts.optimizer.param_groups
     assert [g["lr"] for g in groups] == [g["initial_lr"] for g in groups] == [hyp["lr0"]] * 3  # lf(0) = 1
     # batch 24 accumulates round(64 / 24) = 3 batches: weight decay scaled by 24 * 3 / 64
     assert [g["weight_decay"] for g in groups] == [0.0, pytest.approx(hyp["weight_decay"] * 1.125), 0.0]
     s = parts.schedule
     assert (s.warmup_iters, s.base_lrs, s.batch_size, s.epochs) == (100, (hyp["lr0"],) * 3, 24, 2)
+    assert s.lagging_lr_step  # official train.py's scheduler.last_epoch = start_epoch - 1
     m = parts.model
     assert m.hyp["box"] == pytest.approx(hyp["box"]) and m.hyp["cls"] == pytest.approx(hyp["cls"] * 2 / 80)
     assert m.hyp["obj"] == pytest.approx(hyp["obj"] * (64 / 640) ** 2) and m.nc == 2

@@ -2,6 +2,7 @@
 milliseconds: the order of hook calls, gradient accumulation, the lr columns, early stopping, a hook that stops
 training, and a resume from the checkpoint contents that continues exactly as the uninterrupted run."""
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
@@ -76,19 +77,25 @@ def test_accumulation_follows_the_warmup():
     assert loop.last_opt_step == 119 and all(watch.read)  # on the CPU the losses are read every step
 
 
-def test_epoch_lrs_are_the_last_step_lrs_then_the_next_epochs():
+@pytest.mark.parametrize("lagging", [True, False], ids=["detect-lagging-step", "classify-step"])
+def test_epoch_lrs_are_the_last_step_lrs_then_the_next_epochs(lagging):
     """results.csv's x/lr0-2 (loop.lrs) hold the lrs the epoch's last step trained with; then the loop sets the next
-    epoch's lr (overwritten again by the warmup while it lasts)."""
+    epoch's lr (overwritten again by the warmup while it lasts): lf(epoch) with the detection trainer's lagging step,
+    lf(epoch + 1) without."""
     watch = StepWatcher()
-    loop = TrainLoop(tiny_parts(epochs=4, nb=30), [watch])  # warmup: 100 iterations, until epoch 3's ni 100
+    parts = tiny_parts(epochs=6, nb=30)  # warmup: 100 iterations, until epoch 3's ni 100
+    parts.schedule = dataclasses.replace(parts.schedule, lagging_lr_step=lagging)
+    loop = TrainLoop(parts, [watch])
     loop.train()
     s = loop.parts.schedule
     for epoch, (lrs, after) in enumerate(watch.lrs_after_epoch):
         assert lrs == list(s.at(30 * epoch + 29, epoch).lrs)
-        assert after == list(s.epoch_lrs(epoch + 1))
-    assert watch.lrs_after_epoch[3][0] == list(s.epoch_lrs(3))  # past the warmup: the epoch's own lr
+        assert after == list(s.epoch_lrs(epoch if lagging else epoch + 1))
+    assert watch.lrs_after_epoch[3][0] == list(s.epoch_lrs(3))  # the warmup ended in epoch 3 at lf(3)
+    assert watch.lrs_after_epoch[4][0] == list(s.epoch_lrs(3 if lagging else 4))
+    assert watch.lrs_after_epoch[5][0] == list(s.epoch_lrs(4 if lagging else 5))
     assert watch.lrs_after_epoch[0][0][0] > watch.lrs_after_epoch[0][0][1]  # the bias group starts high
-    assert watch.final == [False, False, False, True]
+    assert watch.final == [False] * 5 + [True]
 
 
 class FakeValidation(HookBase):

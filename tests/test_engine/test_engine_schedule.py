@@ -9,8 +9,13 @@ from utils.engine.schedule import Schedule, set_param_groups
 from utils.torch_utils import smart_optimizer
 
 
-def _schedule(nb=50, epochs=10, batch_size=16, cos_lr=False, **hyp):
-    return Schedule.from_hyp({**HYP, **hyp}, [0.01] * 3, epochs, nb, batch_size, cos_lr=cos_lr)
+def _schedule(nb=50, epochs=10, batch_size=16, cos_lr=False, lagging_lr_step=False, **hyp):
+    return Schedule.from_hyp({**HYP, **hyp}, [0.01] * 3, epochs, nb, batch_size, cos_lr=cos_lr,
+                             lagging_lr_step=lagging_lr_step)
+
+
+def _lf(epoch, epochs=10):
+    return (1 - epoch / epochs) * 0.99 + 0.01
 
 
 def test_warmup_iterations_at_least_100():
@@ -41,6 +46,23 @@ def test_after_warmup_epoch_lr_and_accumulate():
     assert s.epoch_lrs(10) == pytest.approx((1e-4,) * 3)  # lrf at the end
     assert _schedule(batch_size=128).at(500, 9).accumulate == 1  # a batch above the nominal 64 never accumulates
     assert _schedule(batch_size=24).at(500, 9).accumulate == 3  # round(64 / 24 = 2.67)
+
+
+def test_the_detection_trainers_lr_step_lags_one_epoch():
+    """Official train.py and segment/train.py set `scheduler.last_epoch = start_epoch - 1` after making their
+    LambdaLR, so its step at the end of epoch e sets lf(e): each epoch after the warmup trains at lf(epoch - 1).
+    Official classify/train.py has no such line: its step sets lf(e + 1)."""
+    lag, plain = _schedule(lagging_lr_step=True), _schedule()  # warmup: 150 iterations, ends in epoch 3
+    assert lag.warmup_end_epoch == plain.warmup_end_epoch == 3
+    for s in (lag, plain):  # the epoch the warmup ends in keeps the lr the warmup reached
+        assert s.at(151, 3).lrs == pytest.approx((0.01 * _lf(3),) * 3, abs=1e-12)
+    assert lag.lrs_after_epoch(3) == pytest.approx((0.01 * _lf(3),) * 3)  # epoch 4 trains at lf(3)
+    assert plain.lrs_after_epoch(3) == pytest.approx((0.01 * _lf(4),) * 3)
+    assert lag.at(200, 4).lrs == lag.lrs_after_epoch(3) and plain.at(200, 4).lrs == plain.lrs_after_epoch(3)
+    assert lag.at(10_000, 9).lrs == pytest.approx((0.01 * _lf(8),) * 3)  # the last epoch at lf(epochs - 2)
+    assert lag.lrs_of_epoch(0) == plain.lrs_of_epoch(0) == pytest.approx((0.01,) * 3)  # a new run starts at lf(0)
+    early = _schedule(nb=1000, lagging_lr_step=True, warmup_epochs=0)  # 100 iterations, in epoch 0: epoch 1 at lf(0)
+    assert early.warmup_end_epoch == 0 and early.lrs_of_epoch(1) == pytest.approx((0.01,) * 3)
 
 
 def test_cosine_lr():

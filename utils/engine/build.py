@@ -25,7 +25,7 @@ from utils.log import LOGGER
 from utils.plot_jobs import PlotJobs
 from utils.precision import training_precision
 from utils.tasks.detect import DETECT
-from utils.torch_utils import ModelEMA, set_seed, smart_optimizer
+from utils.torch_utils import ModelEMA, round_to_half, set_seed, smart_optimizer
 
 
 def build_training(opt, hyp, device, dist=None, task_plugin=DETECT, options=None):
@@ -62,6 +62,8 @@ def build_training(opt, hyp, device, dist=None, task_plugin=DETECT, options=None
     plots = PlotJobs(processes=None if dist.is_main else False, warm_matplotlib=task.results_plot)
     if dist.is_main and not inputs.resume:
         _before_first_run(task, options, dataset, model, hyp, imgsz, data.names, run.save_dir, plots)
+    if not inputs.resume and task.check_head is not None:  # every rank: the same rounding as rank 0's broadcast
+        round_to_half(model)  # official detect/segment: model.half().float() after AutoAnchor (a new run only)
 
     # ORDER: the EMA starts from the model as AutoAnchor left it (so it never averages stale anchors in), and is made
     # before DDP wrapping: OneFlow's DDP puts collective hooks on the module itself, so a copy made after it would
@@ -71,9 +73,9 @@ def build_training(opt, hyp, device, dist=None, task_plugin=DETECT, options=None
     if ckpt is not None:
         state = restore_training_state(ckpt, optimizer, scaler, ema, device, inputs.epochs, name=inputs.weights)
     schedule = _schedule(hyp, optimizer, inputs.epochs, len(train_loader), batch_size, steps.nominal_batch, options,
-                         dist)
+                         dist, steps.lagging_lr_step)
     if ckpt is None or ckpt.get("optimizer") is None:  # a resumed optimizer state holds its epoch's lrs already
-        set_param_groups(optimizer, schedule.epoch_lrs(state.start_epoch))
+        set_param_groups(optimizer, schedule.lrs_of_epoch(state.start_epoch))
     compute_loss, hyp = steps.loss(task, inputs, model, hyp, data, dataset, imgsz, device, fast, dist)
     model = _distributed(model, train_loader, dist, device, options.sync_bn)
     if ckpt is not None:
@@ -134,7 +136,8 @@ def _before_first_run(task, options, dataset, model, hyp, imgsz, names, save_dir
         plots.submit("labels.jpg", task.plot_labels, labels, names, save_dir)
 
 
-def _schedule(hyp, optimizer, epochs, batches_per_epoch, batch_size, nominal_batch, options, dist):
+def _schedule(hyp, optimizer, epochs, batches_per_epoch, batch_size, nominal_batch, options, dist,
+              lagging_lr_step=True):
     """The lr, momentum and accumulation of every iteration (schedule.py), from each group's initial_lr."""
     base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
     if nominal_batch is None:  # no warmup (warmup_iters -1), one optimizer step per batch (the nominal batch)
@@ -142,7 +145,8 @@ def _schedule(hyp, optimizer, epochs, batches_per_epoch, batch_size, nominal_bat
         return Schedule(base_lrs=tuple(base_lrs), epochs=epochs, lrf=hyp["lrf"], warmup_iters=-1,
                         warmup_bias_lr=0.0, warmup_momentum=hyp["momentum"], momentum=hyp["momentum"],
                         batch_size=bs, nominal_batch=bs)
-    schedule = Schedule.from_hyp(hyp, base_lrs, epochs, batches_per_epoch, batch_size, cos_lr=options.cos_lr)
+    schedule = Schedule.from_hyp(hyp, base_lrs, epochs, batches_per_epoch, batch_size, cos_lr=options.cos_lr,
+                                 lagging_lr_step=lagging_lr_step)
     return dataclasses.replace(schedule, nominal_batch=nominal_batch)
 
 

@@ -166,7 +166,7 @@ class TrainLoop:
             self._call("before_epoch")
             self.run_epoch()
             self.record.lrs = [float(g["lr"]) for g in self.parts.optimizer.param_groups]
-            set_param_groups(self.parts.optimizer, self.parts.schedule.epoch_lrs(epoch + 1))  # the lr step
+            set_param_groups(self.parts.optimizer, self.parts.schedule.lrs_after_epoch(epoch))  # the lr step
             self._call("after_epoch")
             # rank 0's word, everywhere (the run's last epoch ends the range anyway)
             if broadcast_flag(self.parts.dist, self.record.is_last_epoch, self.parts.device):

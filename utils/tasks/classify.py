@@ -153,7 +153,7 @@ def _train_loss(task, inputs, model, hyp, data, dataset, imgsz, device, fast, di
 
 TRAINER = TrainerSteps(inputs=ClassifierInputs, hyperparameters=_hyperparameters, settings_files=_settings_files,
                        read_data=_read_data, start_model=_start_model, input_size=_input_size, loaders=_loaders,
-                       loss=_train_loss, nominal_batch=None)
+                       loss=_train_loss, nominal_batch=None, lagging_lr_step=False)
 
 
 @dataclass(frozen=True)

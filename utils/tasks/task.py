@@ -67,6 +67,9 @@ class TrainerSteps:
     # the first epochs warm up (hyp's warmup_*); None: one step per batch at the epoch's lr, the weight decay as given,
     # no warmup (official classify/train.py)
     nominal_batch: Optional[int] = NOMINAL_BATCH
+    # the lr step at each epoch's end lags one epoch behind (Schedule.lagging_lr_step): the official detection and
+    # segmentation trainers; official classify/train.py steps to the next epoch's lr
+    lagging_lr_step: bool = True
 
 
 @dataclass(frozen=True)
