@@ -26,8 +26,8 @@ PAGE = ROOT / "docs" / "benchmarks.md"
 README = ROOT / "README.md"
 START, END = "<!-- results:headline:start -->", "<!-- results:headline:end -->"
 REGENERATE = "python benchmarks/render_results.py"
-KIND_ORDER = ("compare_train", "learning_study", "gpu_kit", "train_clock", "loader", "cpu_levers", "speed",
-              "launches", "step_profile", "demo")
+KIND_ORDER = ("compare_train", "learning_study", "twin_replay", "gpu_kit", "train_clock", "loader", "cpu_levers",
+              "speed", "launches", "step_profile", "demo")
 
 
 # ----------------------------------------------------------------------------------------------------------------

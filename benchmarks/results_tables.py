@@ -39,6 +39,11 @@ TITLES = {
     "sliced_demo": ("Small objects: plain against sliced validation (`sliced_demo.py`)",
                     "yolov5n trained on tiles of shapes canvases with small objects, then val.py on the whole "
                     "canvases plain and with --slice: pycocotools' AP by object size."),
+    "twin_replay": ("One step against the official step (`twin_replay.py`)",
+                    "Both trainers from one initial model (built and fp16-rounded by the official code) on the "
+                    "official loader's recorded batches, this project with NCHW input; gaps are relative loss "
+                    "differences from the official run, against a second official run with lr0 nudged by 1e-7 (how "
+                    "fast a rounding-sized difference grows). The lr of every epoch must be equal."),
     "demo": ("The demos (`make train-demo`)", "What the 30-epoch shapes demo (10 for classification) learns, and its "
                                               "wall time."),
 }
@@ -281,6 +286,18 @@ def sliced_demo_rows(doc):
         num(s.get("AP"), 3)]]
 
 
+def twin_replay_rows(doc):
+    gap, floor = doc.get("loss_gap_project") or [], doc.get("loss_gap_nudged") or []
+    first = (doc.get("first_losses") or [[None] * 3])[0]
+    beyond = doc.get("first_iteration_beyond_10x_noise")
+    return (["epochs, batch", ">iterations", ">first loss official / project", ">max gap (project)",
+             ">max gap (lr nudged)", ">median gap ratio", ">beyond 10x nudged at", "lr equal"],
+            [[f"{doc.get('epochs_run')}, {doc.get('batch')}", doc.get("iterations"),
+              f"{num(first[0], 6)} / {num(first[2], 6)}", num(max(gap, default=None), 6),
+              num(max(floor, default=None), 6), num(doc.get("median_gap_ratio"), 2),
+              "never" if beyond is None else f"iteration {beyond}", "yes" if doc.get("lr_equal") else "no"]])
+
+
 def generic_rows(doc):
     return ["figures"], [[", ".join(k for k in doc if k not in ("benchmark", "run"))]]
 
@@ -288,5 +305,5 @@ def generic_rows(doc):
 ROWS = {"compare_train": compare_train_rows, "gpu_kit": gpu_kit_rows, "train_clock": train_clock_rows,
         "loader": loader_rows, "cpu_levers": cpu_levers_rows, "speed": speed_rows, "launches": launches_rows,
         "demo": demo_rows, "learning_study": learning_study_rows, "step_profile": step_profile_rows,
-        "sliced_vs_sahi": sliced_vs_sahi_rows, "sliced_demo": sliced_demo_rows}
+        "sliced_vs_sahi": sliced_vs_sahi_rows, "sliced_demo": sliced_demo_rows, "twin_replay": twin_replay_rows}
 SECTIONS = {"learning_study": learning_study_section}  # kinds with more than one table
