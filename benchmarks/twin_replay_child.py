@@ -83,12 +83,22 @@ class RecordingLoader:
         torch.save(self.epochs, self.path)
 
 
+def load_train_script(repo):
+    """The codebase's train.py as a module (not imported by name: this file is library code, and which train.py is
+    meant must not depend on sys.path)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("twin_replay_train", Path(repo) / "train.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def official(opt):
     sys.path = [opt.repo] + [x for x in sys.path if x not in (str(ROOT), str(ROOT / "benchmarks"), "")]
     os.chdir(opt.repo)
     import utils.loss
     log_losses(utils.loss.ComputeLoss, opt.log)
-    import train
+    train = load_train_script(opt.repo)
     make_loader = train.create_dataloader
     first = [True]
 
@@ -119,7 +129,7 @@ def project(opt):
     def replayed_step(self, batch):
         return run_step(self, saved[self.epoch][self.iter])
     loop.TrainLoop.run_step = replayed_step
-    import train
+    train = load_train_script(ROOT)
     train.main(train.parse_opt(args=opt.train_args))
 
 
