@@ -74,7 +74,7 @@ def read_log(path):
 
 
 def read_csv(path):
-    rows = list(csv.reader(open(path)))
+    rows = list(csv.reader(Path(path).read_text().splitlines()))
     head = [h.strip() for h in rows[0]]
     return [dict(zip(head, (float(x) for x in row))) for row in rows[1:]]
 

@@ -136,8 +136,7 @@ def _before_first_run(task, options, dataset, model, hyp, imgsz, names, save_dir
         plots.submit("labels.jpg", task.plot_labels, labels, names, save_dir)
 
 
-def _schedule(hyp, optimizer, epochs, batches_per_epoch, batch_size, nominal_batch, options, dist,
-              lagging_lr_step=True):
+def _schedule(hyp, optimizer, epochs, batches_per_epoch, batch_size, nominal_batch, options, dist, lagging_lr_step):
     """The lr, momentum and accumulation of every iteration (schedule.py), from each group's initial_lr."""
     base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
     if nominal_batch is None:  # no warmup (warmup_iters -1), one optimizer step per batch (the nominal batch)
