@@ -8,8 +8,9 @@ For each configuration (default: yolov5n at 320 px from yolov5n.pt, yolov5s at 6
 (official first in odd rounds, this project first in even ones), --runs times each, as child processes of this one,
 on the CPU. It prints the median wall time of each, the ratio official / project (above 1: this project is faster)
 and the peak memory of each run's process tree (proportional set size summed over the trainer and its loader
-workers, sampled every 0.2 s, so shared pages count once). Then val.py on coco128 at 640 px (batch 32) the same
-way. --json writes every run's figures.
+workers, sampled every 0.2 s, so shared pages count once), and for each of this project's training runs what it
+trained in, read from its log (bf16 where it autocast in bfloat16: its default on a CPU with native bf16; else fp32).
+Then val.py on coco128 at 640 px (batch 32) the same way. --json writes every run's figures.
 
 Each codebase trains on its own writable copy of coco128 (made in a temporary folder from ../shared/data/coco128 or
 --data), so neither reads the other's label cache and nothing is written under ../shared.
@@ -118,6 +119,14 @@ def _pss_kib(pid):
     except OSError:
         pass
     return 0
+
+
+def precision_used(log, codebase):
+    """What a training run trained in, from its log: bf16 where this project said it autocasts in bfloat16 (its
+    default on a CPU with native bf16, or --amp), else fp32 (the official trainer has no CPU autocast)."""
+    if codebase == "project" and "AMP: bfloat16 autocast" in log:
+        return "bf16"
+    return "fp32"
 
 
 def run_measured(cmd, cwd, env, timeout):
@@ -291,7 +300,7 @@ def _compare_training(opt, task, sides, data, weights, tmp, result):
                 load = _load()
                 wall, peak, rc, tail, cpu = run_measured(cmd, repo, env, opt.timeout)
                 runs[side].append({"wall_s": round(wall, 2), "cpu_s": round(cpu, 1), "peak_mib": round(peak),
-                                   "rc": rc, "load_before": load})
+                                   "rc": rc, "load_before": load, "precision": precision_used(tail, side)})
                 if task.name == "classify" and side == "official":
                     runs[side][-1]["augmentations"] = ref_augmentations(tail)
                     result["official_augmentations"] = runs[side][-1]["augmentations"]

@@ -51,8 +51,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.compare_train import dataset_copy, run_measured  # noqa: E402
-from benchmarks.results_io import cpu_info, default_path, write_result  # noqa: E402
+from benchmarks.compare_train import dataset_copy, precision_used, run_measured  # noqa: E402
+from benchmarks.results_io import NATIVE_BF16, cpu_info, default_path, write_result  # noqa: E402
 from benchmarks.study_stats import compare, summary  # noqa: E402
 
 SHARED = ROOT.parent / "shared"
@@ -68,7 +68,6 @@ DATASETS = {  # name: (model yaml, image size, start from yolov5n.pt?)
     "coco128": ("yolov5n.yaml", 320, True),
     "shapes": ("yolov5n.yaml", 256, False),
 }
-NATIVE_BF16 = {"avx512_bf16", "amx_bf16"}
 # variables a launcher or this project's environment leave behind that the official trainer would misread
 LAUNCH_VARS = ("PYTHONPATH", "YOLO_BACKEND", "_YOLO_BACKEND_ANNOUNCED", "RANK", "LOCAL_RANK", "WORLD_SIZE",
                "MASTER_ADDR", "MASTER_PORT")
@@ -92,14 +91,6 @@ def run_figures(rows):
         return None
     final = {k: rows[-1].get(col) for k, col in METRICS.items()}
     return {**final, "curve": [r.get(METRICS["mAP50-95"]) for r in rows]}
-
-
-def precision_used(log, codebase):
-    """What a run trained in, from its log: bf16 where this project said it autocasts in bfloat16, else fp32 (the
-    official trainer has no CPU autocast)."""
-    if codebase == "project" and "AMP: bfloat16 autocast" in log:
-        return "bf16"
-    return "fp32"
 
 
 def train_command(python, repo, data, model_yaml, weights, opt, project, name, seed, extra):
@@ -242,9 +233,16 @@ def continued(study, path):
         if old.get(k) != study[k]:
             raise SystemExit(f"learning_study: --add-to {path}: its {k} is {old.get(k)!r}, this run's {study[k]!r}: "
                              "give the same settings, or write a new file")
+    # a run recorded before runs carried their CPU's flags ran on the machine that wrote the file: keep that fact,
+    # since this run's machine becomes the file's
+    was = (old.get("run") or {}).get("machine") or {}
     for name, cfg in old.get("configs", {}).items():
-        kept = [r for r in cfg.get("runs", []) if r.get("rc") == 0 and "error" not in r]
+        kept = [r if "cpu_flags" in r else {**r, "cpu": r.get("cpu") or was.get("cpu"),
+                                            "cpu_flags": was.get("cpu_flags"), "cores": was.get("cores")}
+                for r in cfg.get("runs", []) if r.get("rc") == 0 and "error" not in r]
         study["configs"].setdefault(name, {**cfg, "runs": []})["runs"] = kept
+    # the configurations in their usual order (official, fp32, bf16), whichever part added them: so are the pairs
+    study["configs"] = {c: study["configs"][c] for c in [*CONFIGS, *study["configs"]] if c in study["configs"]}
     study["seeds"] = sorted(set(study["seeds"]) | {r["seed"] for c in study["configs"].values() for r in c["runs"]})
     return study
 
@@ -305,7 +303,8 @@ def run_study(opt):
                 csv_path = project / f"seed{seed}" / "results.csv"
                 figures = run_figures(read_results_csv(csv_path)) if csv_path.is_file() else None
                 run = {"seed": seed, "rc": rc, "wall_s": round(wall, 2), "cpu_s": round(cpu_s, 1), "cpu": cpu,
-                       "peak_mib": round(peak), "precision": precision_used(log, codebase), **(figures or {})}
+                       "cpu_flags": flags, "cores": os.cpu_count(), "peak_mib": round(peak),
+                       "precision": precision_used(log, codebase), **(figures or {})}
                 if rc != 0 or figures is None:
                     run["error"] = log[-1500:]
                 study["configs"][name]["runs"].append(run)

@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.results_tables import (ROWS, SCRIPTS, SECTIONS, TITLES, compare_train_rows, day,  # noqa: E402
-                                       generic_rows, interval_text, machine, mean_std_text, ratio, source,
+from benchmarks.results_io import NATIVE_BF16  # noqa: E402
+from benchmarks.results_tables import (ROWS, SCRIPTS, SECTIONS, TITLES, compare_train_rows,  # noqa: E402
+                                       config_machine, day, generic_rows, interval_text, machine, mean_std_text, ratio, source,
                                        study_name, table)
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -96,10 +97,17 @@ def render_page(results):
 
 # ----------------------------------------------------------------------------------------------------------------
 # the README's headline table
+def cpu_class(run):
+    """The two kinds of CPU the targets differ for: one that computes bf16 natively (AVX512-BF16 or AMX: this
+    project trains there in bf16 by default) and one that does not."""
+    flags = set((run.get("machine") or {}).get("cpu_flags") or ())
+    return "native bf16" if flags & NATIVE_BF16 else "fp32"
+
+
 def headline_rows(results):
-    """Speed-up against the official trainer: the newest results file per (script, model, size) that is not a
-    variant (emulated CPU, TensorBoard added to the official side, ...), CPU runs from compare_train and GPU rows
-    from the kit (both flags on)."""
+    """Speed-up against the official trainer: the newest results file per (script, model, size) and CPU class
+    (native bf16 or not) that is not a variant (emulated CPU, TensorBoard added to the official side, ...), CPU runs
+    from compare_train and GPU rows from the kit (both flags on)."""
     newest = {}
     for stem, doc in results:  # oldest first: later files replace earlier ones
         run = doc["run"]
@@ -109,7 +117,8 @@ def headline_rows(results):
             _, rows = compare_train_rows(doc)
             for r in rows:
                 if r[3] != "-":
-                    newest[("cpu", r[0])] = [r[0], r[3], machine(run), day(run)]
+                    what = r[0] + (" in bf16" if r[6] == "bf16" else "")  # r[6]: what this project trained in
+                    newest[("cpu", r[0], cpu_class(run))] = [what, r[3], machine(run), day(run)]
         elif doc["benchmark"] == "gpu_kit":
             for r in (doc.get("train") or {}).get("rows") or []:
                 if r.get("flags") and r.get("ratio"):
@@ -117,7 +126,7 @@ def headline_rows(results):
                     newest[("gpu", what)] = [what, ratio(r["ratio"]), machine(run), day(run)]
     order = [f"`{SCRIPTS[t]}{s}.py`" for t in SCRIPTS for s in ("train", "val")]
     return [v for _, v in sorted(newest.items(), key=lambda kv: (
-        kv[0][0], next((i for i, o in enumerate(order) if kv[1][0].startswith(o)), 99), kv[1][0]))]
+        kv[0][0], next((i for i, o in enumerate(order) if kv[1][0].startswith(o)), 99), kv[1][0], kv[0][-1]))]
 
 
 def headline_table(results):
@@ -140,7 +149,7 @@ def learning_headline(results):
             n = m.get("n", 0)
             rows.append([study_name(doc), name, f"{mean_std_text(m)} ({n} seed{'' if n == 1 else 's'})",
                          _vs_official_text((vs_official.get(name) or {}).get("mAP50-95") or {}),
-                         machine(doc["run"]), day(doc["run"])])
+                         config_machine(doc, name), day(doc["run"])])
     if not rows:
         return []
     return ["", "Does it learn the same? Final mAP50-95 over seeds, and the difference from the official trainer "

@@ -26,6 +26,7 @@ RESULTS_DIR = ROOT / "benchmarks" / "results"
 SCHEMA = 1
 # the CPU features that decide which kernels run (AVX2, AVX-512, native bf16, AMX tiles), as /proc/cpuinfo names them
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+NATIVE_BF16 = {"avx512_bf16", "amx_bf16"}  # either one: the CPU computes bf16 natively (else it is emulated, slower)
 VERSIONED = ("torch", "oneflow", "numpy")
 
 

@@ -106,8 +106,16 @@ def compare_train_rows(doc):
         rows.append([what, num(o.get("median_s"), 1, " s"), num(p.get("median_s"), 1, " s"),
                      ratio(v.get("ratio_official_over_project")),
                      f"{num(o.get('median_cpu_s'))} / {num(p.get('median_cpu_s'))}",
-                     f"{num(o.get('peak_mib'), 0)} / {num(p.get('peak_mib'), 0)}"])
-    return ["run", ">official", ">project", ">ratio", ">CPU s off. / proj.", ">peak MiB off. / proj."], rows
+                     f"{num(o.get('peak_mib'), 0)} / {num(p.get('peak_mib'), 0)}", trained_in(p)])
+    return ["run", ">official", ">project", ">ratio", ">CPU s off. / proj.", ">peak MiB off. / proj.",
+            "project trained in"], rows
+
+
+def trained_in(side):
+    """What one side's training runs computed in ("bf16", "fp32", "bf16, fp32" when they differed), from the runs'
+    records; "-" for validation rows and for files from before compare_train recorded it."""
+    kinds = sorted({r["precision"] for r in side.get("runs") or [] if r.get("precision")})
+    return ", ".join(kinds) or "-"
 
 
 def _cfg_name(v):
@@ -211,17 +219,33 @@ def study_name(doc):
     return f"{doc.get('dataset', '?')} {doc.get('model', '?')} {doc.get('img', '?')} px, {doc.get('epochs', '?')} ep."
 
 
+def config_machine(doc, name):
+    """The machine(s) one configuration of a study ran on. A study grown on several machines (--add-to) records the
+    CPU with each run; a run without that record ran on the machine that wrote the file."""
+    kinds = []
+    for r in ((doc.get("configs") or {}).get(name) or {}).get("runs") or []:
+        if "cpu_flags" in r:
+            text = machine({"machine": {"cpu": r.get("cpu"), "cpu_flags": r["cpu_flags"], "cores": r.get("cores")}})
+        else:
+            text = machine(doc["run"])
+        kinds += [text] if text not in kinds else []
+    return " + ".join(kinds) or machine(doc["run"])
+
+
 def learning_study_rows(doc):
-    """One row per configuration: its runs, final mAP50-95 (mean ± std, lowest - highest), mAP50, P, R, time."""
+    """One row per configuration: the machine it ran on, its runs, final mAP50-95 (mean ± std, lowest - highest),
+    mAP50, P, R, time."""
     rows = []
     for name, block in (doc.get("configs") or {}).items():
         s = block.get("summary") or {}
         m = s.get("mAP50-95") or {}
         runs = f"{m.get('n', 0)}" + (f" (+{block['failed']} failed)" if block.get("failed") else "")
-        rows.append([study_name(doc), name, runs, mean_std_text(m), f"{num(m.get('min'), 3)} - {num(m.get('max'), 3)}",
+        rows.append([config_machine(doc, name), study_name(doc), name, runs, mean_std_text(m),
+                     f"{num(m.get('min'), 3)} - {num(m.get('max'), 3)}",
                      mean_std_text(s.get("mAP50")), num((s.get("P") or {}).get("mean"), 3),
                      num((s.get("R") or {}).get("mean"), 3), num((s.get("wall_s") or {}).get("mean"), 0, " s")])
-    return ["study", "config", ">runs", ">mAP50-95", ">lowest - highest", ">mAP50", ">P", ">R", ">time a run"], rows
+    return ["machine", "study", "config", ">runs", ">mAP50-95", ">lowest - highest", ">mAP50", ">P", ">R",
+            ">time a run"], rows
 
 
 def learning_pair_rows(doc):
@@ -233,10 +257,12 @@ def learning_pair_rows(doc):
             w, b = c.get("welch") or {}, c.get("bootstrap") or {}
             diff = w.get("diff", b.get("diff"))
             same = c.get("welch_includes_0")
-            rows.append([study_name(doc), f"{p.get('a')} - {p.get('b')}", metric,
+            where = dict.fromkeys([config_machine(doc, p.get("a")), config_machine(doc, p.get("b"))])
+            rows.append([" / ".join(where), study_name(doc), f"{p.get('a')} - {p.get('b')}", metric,
                          "-" if diff is None else f"{diff:+.4f}", interval_text(w), interval_text(b),
                          "-" if same is None else ("yes" if same else "no")])
-    return ["study", "difference", "figure", ">of means", ">95% Welch", ">95% bootstrap", "interval holds 0"], rows
+    return ["machine", "study", "difference", "figure", ">of means", ">95% Welch", ">95% bootstrap",
+            "interval holds 0"], rows
 
 
 def learning_study_section(kind, files):
@@ -247,8 +273,8 @@ def learning_study_section(kind, files):
         header, rows = None, []
         for stem, doc in files:
             header, body = rows_of(doc)
-            rows += [[day(doc["run"]), machine(doc["run"]), *cells, f"`{stem}`"] for cells in body]
-        out += [table(["date", "machine", *header, "file"], rows), ""]
+            rows += [[day(doc["run"]), *cells, f"`{stem}`"] for cells in body]
+        out += [table(["date", *header, "file"], rows), ""]
     out += ["Commands and conditions (the curves of each study: the .png of the same name beside its file):", ""]
     out += [f"- `{stem}`: `{doc['run'].get('command', '?')}` ({source(doc['run'])})" for stem, doc in files]
     return out + [""]

@@ -137,8 +137,8 @@ def add_predict_flags(parser, weights, data, imgsz, project, boxes=True, box_fil
 
 def add_amp_flags(parser):
     """--amp / --no-amp of the training scripts: opt.amp None (the default: utils/amp_check.py decides), True, False."""
-    parser.add_argument("--amp", action="store_true", default=None, help="mixed precision (CUDA: fp16, the default; "
-                        "CPU: bf16 where native)")
+    parser.add_argument("--amp", action="store_true", default=None, help="mixed precision, the default where it is "
+                        "native: fp16 on CUDA, bf16 on CPUs with AVX512-BF16 or AMX")
     parser.add_argument("--no-amp", dest="amp", action="store_false", help="train in fp32, also on CUDA")
 
 

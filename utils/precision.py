@@ -1,13 +1,13 @@
 """Training precision: --amp/--no-amp turned into an autocast dtype, an input layout and a loss scaler.
 
-Default (neither flag): the official choice, fp16 autocast with a GradScaler on CUDA under PyTorch, fp32 elsewhere.
---amp: the same on CUDA; on a CPU with native bf16 (AVX512-BF16 or AMX) bf16 autocast with no loss scaling (bf16 has
-fp32's exponent range); the weights, gradients, optimizer and EMA stay fp32 and the loss is computed in fp32. Where
-neither applies (OneFlow, a CPU without native bf16) --amp falls back to fp32 with a one-line warning. --no-amp: fp32
-everywhere. The input layout is the backend's choice for the device (channels_last on the CPU under PyTorch, in fp32
-and bf16 alike; YOLO_CHANNELS_LAST=0 keeps NCHW). Whether no flag means bf16 on a CPU with native bf16, and the
-start-up check of CPU autocast against fp32 on a fixed input (fp32, with one line, when they disagree):
-utils/amp_check.py.
+Default (neither flag): fp16 autocast with a GradScaler on CUDA under PyTorch (the official choice); bf16 autocast on
+a CPU with native bf16 (AVX512-BF16 or AMX), as --amp gives it; fp32 elsewhere. --amp: the same on CUDA; on a CPU
+with native bf16, bf16 autocast with no loss scaling (bf16 has fp32's exponent range); the weights, gradients,
+optimizer and EMA stay fp32 and the loss is computed in fp32. Where neither applies (OneFlow, a CPU without native
+bf16) --amp falls back to fp32 with a one-line warning. --no-amp: fp32 everywhere. The input layout is the backend's
+choice for the device (channels_last on the CPU under PyTorch, in fp32 and bf16 alike; YOLO_CHANNELS_LAST=0 keeps
+NCHW). The bf16 default (one setting, with the learning study that supports it) and the start-up check of CPU
+autocast against fp32 on a fixed input (fp32, with one line, when they disagree): utils/amp_check.py.
 """
 from utils import amp_check, backend
 from utils.log import LOGGER

@@ -192,3 +192,31 @@ def test_a_study_grows_by_parts_with_the_same_settings_only(tmp_path):
     assert learning_study.continued(dict(new, configs={}), tmp_path / "new.json")["configs"] == {}  # a new file
     with pytest.raises(SystemExit, match="its epochs is 3, this run's 30"):
         learning_study.continued(dict(new, epochs=30), f)
+
+
+def test_a_study_grown_on_another_machine_names_each_configurations_machine(tmp_path):
+    """Runs kept by --add-to that predate per-run CPU records ran on the machine that wrote the file: they take its
+    CPU and flags, so the grown file (now written by another machine) still tells the two apart, and the tables name
+    each configuration's machine rather than the last writer's."""
+    old = fake_study()
+    f = tmp_path / "study.json"
+    zen3 = {"cpu": "AMD EPYC", "cpu_flags": ["avx2"], "cores": 2}
+    f.write_text(json.dumps({"benchmark": "learning_study", "run": {"machine": zen3}, **old}))
+    new = {k: old[k] for k in ("dataset", "model", "img", "batch", "epochs")}
+    new.update(weights=old.get("weights"), seeds=[0], configs={"bf16": {"what": "bf16", "flags": [], "runs": []}})
+    grown = learning_study.continued(new, f)
+    assert {(r["cpu_flags"][0], r["cores"]) for r in grown["configs"]["official"]["runs"]} == {("avx2", 2)}
+    grown["configs"]["bf16"]["runs"] = [dict(r, cpu="AMD EPYC", cpu_flags=["avx2", "avx512f", "avx512_bf16"], cores=2)
+                                        for r in grown["configs"]["official"]["runs"]]
+    zen4 = {"cpu": "AMD EPYC", "cpu_flags": ["avx2", "avx512f", "avx512_bf16"], "cores": 2}
+    doc = {"benchmark": "learning_study", "run": {**results_io.run_metadata(argv=["benchmarks/learning_study.py"]),
+                                                  "date": "2026-11-28T00:00:00Z", "machine": zen4},
+           **learning_study.summarize(grown)}
+    (tmp_path / "learning_study_coco128_grown.json").write_text(json.dumps(doc))
+    page, readme = render_results.render(tmp_path, readme_text=f"{render_results.START}\n{render_results.END}\n")
+    old_text, new_text = "AMD EPYC, 2 cores (AVX2)", "AMD EPYC, 2 cores (AVX2, AVX-512, AVX512-BF16)"
+    assert f"| {old_text} | coco128 yolov5n 320 px, 3 ep. | official |" in page
+    assert f"| {new_text} | coco128 yolov5n 320 px, 3 ep. | bf16 |" in page
+    assert f"| {old_text} / {new_text} | coco128 yolov5n 320 px, 3 ep. | official - bf16 |" in page
+    assert any(line.startswith("| coco128 yolov5n 320 px, 3 ep. | official |") and old_text in line
+               for line in readme.splitlines())

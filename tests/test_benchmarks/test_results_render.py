@@ -109,6 +109,31 @@ def test_rows_headline_variants_and_skipped_files(tmp_path, monkeypatch):
     assert render_results.render(tmp_path, warn=lambda m: None)[0] == page  # deterministic
 
 
+def test_headline_keeps_a_row_per_cpu_class(tmp_path):
+    """The targets differ for CPUs that compute bf16 natively and those that do not: the newest file of each class
+    keeps its row, so a run on one kind does not hide the other's figure, and a row says when this project trained
+    in bf16 (its default on such a CPU)."""
+    train = {"n320": {"cfg": "yolov5n.yaml", "img": 320, "weights": "yolov5n.pt",
+                      "official": {"median_s": 30.0, "median_cpu_s": 30.0, "peak_mib": 100},
+                      "project": {"median_s": 20.0, "median_cpu_s": 20.0, "peak_mib": 100}}}
+    for name, date, flags, r, precision in (
+            ("zen3_old", "2026-01-01", ["avx2"], 1.4, None), ("zen3", "2026-01-02", ["avx2"], 1.5, "fp32"),
+            ("zen4", "2026-01-03", ["avx2", "avx512f", "avx512_bf16"], 2.1, "bf16")):
+        run = {**results_io.run_metadata(argv=["benchmarks/compare_train.py"]), "date": f"{date}T00:00:00Z",
+               "machine": {"cpu": "AMD EPYC", "cpu_flags": flags, "cores": 2}}
+        project = {**train["n320"]["project"], "runs": [{"rc": 0, "precision": precision}] if precision else []}
+        _write(tmp_path, name, {"benchmark": "compare_train", "run": run, "task": "detect", "val": None,
+                                "train": {"n320": {**train["n320"], "project": project,
+                                                   "ratio_official_over_project": r}}})
+    head = render_results.render(tmp_path, warn=lambda m: None)[0].split("## Headline")[1].split("\n## ")[0]
+    rows = [line for line in head.splitlines() if line.startswith("| `train.py` yolov5n 320")]
+    assert rows == ["| `train.py` yolov5n 320 | 1.50x | AMD EPYC, 2 cores (AVX2) | 2026-01-02 |",
+                    "| `train.py` yolov5n 320 in bf16 | 2.10x | AMD EPYC, 2 cores (AVX2, AVX-512, AVX512-BF16) | 2026-01-03 |"]
+    page = render_results.render(tmp_path, warn=lambda m: None)[0]
+    assert "| 20.0 s | 1.50x | 30.0 / 20.0 | 100 / 100 | fp32 |" in page  # the page says what each file trained in
+    assert "| 1.40x | 30.0 / 20.0 | 100 / 100 | - |" in page  # a file from before that record
+
+
 def test_check_mode_reports_a_stale_page_and_writes_nothing(tmp_path, capsys):
     _write(tmp_path, "d", {"benchmark": "demo", "run": results_io.run_metadata(argv=["x"]), "rows": [
         {"task": "detect", "backend": "torch", "img": 64, "epochs": 1, "wall_s": 3.0, "metrics": {"mAP50": 0.5}}]})

@@ -1,6 +1,6 @@
 """bf16 autocast on the CPU, gated: the start-up check against fp32 on a fixed input (fp32 with one line when the
 outputs disagree), --no-amp keeps fp32 in every training script, and the default (no flag) trains in fp32 on a CPU
-without native bf16 whatever BF16_BY_DEFAULT_ON_NATIVE_CPU says; with the setting as shipped, on any CPU."""
+without native bf16 whatever BF16_BY_DEFAULT_ON_NATIVE_CPU says, and in bf16 on one with it (the setting as shipped)."""
 import importlib
 
 import pytest
@@ -111,19 +111,20 @@ def test_default_on_a_cpu_without_native_bf16_stays_fp32(bf16_by_default, monkey
     assert not [m for m in log_lines if "WARNING" in m]  # nothing was asked for, so nothing to warn about
 
 
-def test_default_stays_opt_in_until_the_learning_study_says_otherwise(monkeypatch):
-    """As shipped, no flag means fp32 even on a CPU with native bf16: flipping BF16_BY_DEFAULT_ON_NATIVE_CPU is the
-    one deliberate change (with the learning study's results file as its evidence) that makes this test change."""
-    set_native_bf16(monkeypatch, True)
-    assert amp_check.BF16_BY_DEFAULT_ON_NATIVE_CPU is False
-    assert amp_check.default_request(CPU, None) is None
-    assert training_precision(CPU, None, MustNotRun())[0] is None
-
-
 @needs_cpu_autocast
-def test_flipping_the_default_turns_bf16_on_where_native(monkeypatch):
+def test_default_is_bf16_where_the_cpu_computes_it_natively(monkeypatch):
+    """As shipped (the learning study's evidence, cited beside BF16_BY_DEFAULT_ON_NATIVE_CPU): no flag means bf16
+    autocast on a CPU with native bf16, after the start-up check, and fp32 when that check fails."""
     set_native_bf16(monkeypatch, True)
-    monkeypatch.setattr(amp_check, "BF16_BY_DEFAULT_ON_NATIVE_CPU", True)
+    assert amp_check.BF16_BY_DEFAULT_ON_NATIVE_CPU is True
     assert amp_check.default_request(CPU, None) is True
     assert amp_check.default_request(device("cuda:0"), None) is None  # CUDA keeps the official default
     assert training_precision(CPU, None, DriftsUnderAutocast(drift=0.0))[0] == torch.bfloat16
+    assert training_precision(CPU, None, DriftsUnderAutocast(drift=10.0))[0] is None
+
+
+def test_with_the_default_turned_off_no_flag_means_fp32_on_every_cpu(monkeypatch):
+    set_native_bf16(monkeypatch, True)
+    monkeypatch.setattr(amp_check, "BF16_BY_DEFAULT_ON_NATIVE_CPU", False)
+    assert amp_check.default_request(CPU, None) is None
+    assert training_precision(CPU, None, MustNotRun())[0] is None
