@@ -19,8 +19,8 @@ if str(ROOT) not in sys.path:  # run as a script
 
 from benchmarks.results_io import NATIVE_BF16  # noqa: E402
 from benchmarks.results_tables import (ROWS, SCRIPTS, SECTIONS, TITLES, compare_train_rows,  # noqa: E402
-                                       config_machine, day, generic_rows, interval_text, machine, mean_std_text, ratio, source,
-                                       study_name, table)
+                                       config_machine, day, generic_rows, interval_text, machine, mean_std_text,
+                                       ratio, source, study_name, table)
 
 RESULTS = ROOT / "benchmarks" / "results"
 PAGE = ROOT / "docs" / "benchmarks.md"
