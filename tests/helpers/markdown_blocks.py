@@ -10,7 +10,8 @@ Marking a block: an HTML comment on the lines just above its fence (blank lines 
     <!-- docs-test: file PATH -->               not run: its text is written to PATH (relative to the project
                                                 folder) before the page's next block runs ("save this as PATH")
     <!-- docs-test: epochs N -->               this block's `--epochs` become N instead of 1 (a resume example
-                                                needs a run still going after its first epoch: 3)
+                                                needs a run still going when its one-second poll for last.pt
+                                                ends: 12, as a tiny epoch takes 0.2 s on a fast CPU)
     <!-- docs-test: plots -->                  this block's training commands keep their plots (no --noplots)
     Any other `docs-test:` comment is an error, so a typo cannot silently skip or run a block.
 

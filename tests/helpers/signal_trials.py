@@ -152,7 +152,15 @@ def run_trial(python, backend, data, project, name, phase="train", sig=signal.SI
         last_epoch, readable = f"unreadable: {e}", False
     return {"rc": rc, "secs": round(secs, 1), "started": started, "phase": landed_in(out_before),
             "stop_lines": stop_lines, "last_exists": last.exists(), "last_epoch": last_epoch, "readable": readable,
-            "traceback": "Traceback" in text, "workers_left": t.group_alive(), "tail": "\n".join(lines[-int(os.environ.get("TAIL_LINES", 8)):])}
+            "traceback": "Traceback" in text, "workers_left": t.group_alive(),
+            "tail": "\n".join(lines[-int(os.environ.get("TAIL_LINES", 40)):])}  # enough for a whole traceback
+
+
+def explain(result, sig=signal.SIGINT):
+    """A failed trial as a test reports it: the broken promises, then the output's last lines (a traceback shows
+    whole there, where pytest would shorten the result dict to its first keys)."""
+    return (f"{'; '.join(check(result, sig))} (exit {result['rc']} after {result['secs']} s, signal landed in "
+            f"{result['phase']}); the output ended:\n{result['tail']}")
 
 
 def check(result, sig=signal.SIGINT):

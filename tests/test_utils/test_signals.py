@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.signal_trials import Trial, check, run_trial
+from tests.helpers.signal_trials import Trial, check, explain, run_trial
 from tests.helpers.train_helpers import make_tiny_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,7 +139,7 @@ def test_train_stops_cleanly_on_signal(tiny, tmp_path, phase, sig, to, second):
     rng = random.Random(f"{phase}{sig}{to}{second}")
     r = run_trial(python, backend, tiny, tmp_path / "runs", "exp", phase, sig, to, rng, second_after=second)
     assert r["started"], r["tail"]
-    assert not check(r, sig), (check(r, sig), r)
+    assert not check(r, sig), explain(r, sig)
 
 
 @pytest.fixture(scope="module")
