@@ -139,3 +139,39 @@ def test_check_anchors_orders_levels_in_pixels():
     _write_anchors(det, [[[40, 40]], [[20, 20]], [[8, 8]]])
     check_anchor_order(det)
     np.testing.assert_array_equal(backend.to_numpy(det.anchors)[:, 0, 0], [8, 20, 40])
+
+
+def test_kmeans_equals_scipy_to_the_bit():
+    """utils.autoanchor._kmeans is scipy.cluster.vq.kmeans in numpy (the official call): the same random restarts
+    from numpy's global state and the same float32 arithmetic, so the codebooks are equal bit for bit."""
+    vq = pytest.importorskip("scipy.cluster.vq")
+    from utils.autoanchor import _kmeans
+    rng = np.random.RandomState(5)
+    for _ in range(12):
+        x = rng.lognormal(0, 1, (rng.randint(20, 1500), 2)).astype(np.float32)
+        k, s = int(rng.randint(2, 13)), int(rng.randint(1000))
+        np.random.seed(s)
+        expected = vq.kmeans(x, k, iter=30)[0]
+        np.random.seed(s)
+        got = _kmeans(x, k, 30)
+        assert got.dtype == expected.dtype and np.array_equal(got, expected), (k, s)
+
+
+def test_anchor_evolution_does_not_import_scipy():
+    """scipy.cluster's import (0.3 s of a training run's start on 2 cores) stays off the AutoAnchor path."""
+    import subprocess
+    import sys
+    code = ("import sys, types, random, numpy as np\n"
+            "from utils.autoanchor import kmean_anchors\n"
+            "rng = np.random.RandomState(0)\n"
+            "ds = types.SimpleNamespace(shapes=np.full((20, 2), 640.0), labels=[np.concatenate([np.zeros((5, 3)), "
+            "rng.uniform(0.02, 0.5, (5, 2))], 1).astype(np.float32) for _ in range(20)])\n"
+            "random.seed(0); np.random.seed(0)\n"
+            "k = kmean_anchors(ds, n=9, img_size=640, gen=10, verbose=False)\n"
+            "assert k.shape == (9, 2)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('scipy.cluster')))\n")
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    p = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip().splitlines()[-1] == "[]", p.stdout
