@@ -113,6 +113,17 @@ def test_second_signal_ends_a_stuck_process_at_once():
     assert lines == ["demo: stopped at once by a second SIGINT; nothing on disk"], err
 
 
+def test_a_broken_trial_is_reported_with_its_output():
+    """A failed trial names the promises it broke and shows the output's end (where a traceback is), not a dict
+    that pytest would cut after its first keys."""
+    r = {"rc": 1, "secs": 0.5, "started": True, "phase": "save", "stop_lines": [], "last_exists": False,
+         "last_epoch": None, "readable": True, "traceback": True, "workers_left": False,
+         "tail": "Traceback (most recent call last):\nRuntimeError: DataLoader worker (pid 7) is killed by signal"}
+    text = explain(r, signal.SIGTERM)
+    assert text.startswith("exit code 1 (expected 143); 0 stop lines; a traceback was printed (exit 1 after 0.5 s")
+    assert text.endswith("RuntimeError: DataLoader worker (pid 7) is killed by signal")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Real entry scripts
 @pytest.fixture(scope="module")
