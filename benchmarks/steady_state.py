@@ -108,7 +108,7 @@ def main(opt):
         return 0
     if opt.epochs < 2:
         raise SystemExit("steady_state: --epochs must be at least 2 (a warm-up epoch, then timed ones)")
-    opt.project_args, opt.weights = "", str(Path(opt.weights).absolute())
+    opt.weights = str(Path(opt.weights).absolute())
     ref_env, own_env = _environments(opt)
     sides = {"official": (ref_python, ref, ref_env), "project": (opt.python, ROOT, own_env)}
     written = []

@@ -1,7 +1,11 @@
-"""Small helpers for tests that start processes (DDP jobs, watchdog ranks)."""
+"""Small helpers for tests that start processes (DDP jobs, watchdog ranks, benchmarks, fresh interpreters)."""
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port():
@@ -19,3 +23,16 @@ def alive(pid):
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def run_benchmark(name, args, timeout=120):
+    """benchmarks/<name>.py with args, from the project folder, quiet; the CompletedProcess (text output)."""
+    env = {**os.environ, "YOLO_QUIET": "1", "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def fresh_python(code, timeout=300):
+    """`python -c code` in a new interpreter started in the project folder (what a module imports on its own, with
+    nothing this process loaded already); the CompletedProcess (text output)."""
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=timeout)

@@ -90,14 +90,11 @@ def test_optimizer_class_steps_as_the_framework_class(name, kw):
 @pytest.mark.skipif(BACKEND != "torch", reason="torch._dynamo is PyTorch's compiler")
 def test_training_steps_leave_the_compiler_unloaded():
     """Building the optimizer, stepping, zeroing and saving it must not import torch._dynamo (1.6 s per run)."""
-    import subprocess
-    import sys
+    from tests.helpers.process_helpers import fresh_python
     code = ("import sys; from utils.backend import nn, torch; from utils.torch_utils import smart_optimizer; "
             "m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)); o = smart_optimizer(m, 'Adam', 0.01, 0.9, 1e-5); "
             "m(torch.randn(1, 3, 8, 8)).sum().backward(); o.step(); o.zero_grad(); o.load_state_dict(o.state_dict()); "
             "print('torch._dynamo' in sys.modules)")
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+    out = fresh_python(code)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "False", out.stdout

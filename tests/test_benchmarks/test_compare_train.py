@@ -2,20 +2,18 @@
 with the checkout) runs both trainers alternately on their own coco128 copies and reports medians and a ratio."""
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.process_helpers import run_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 REF = Path(os.environ.get("YOLO_REF_DIR", ROOT.parent / "ref" / "yolov5"))
 
 
 def _run(args, timeout=120):
-    env = {**os.environ, "YOLO_QUIET": "1", "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "compare_train.py"), *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return run_benchmark("compare_train", args, timeout)
 
 
 def test_skips_cleanly_without_the_official_checkout(tmp_path):

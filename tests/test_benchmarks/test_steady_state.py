@@ -2,11 +2,12 @@
 (slow, with the checkout) clocks both trainers alternately and writes pairs the results page renders."""
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.process_helpers import run_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 REF = Path(os.environ.get("YOLO_REF_DIR", ROOT.parent / "ref" / "yolov5"))
@@ -14,9 +15,7 @@ pytestmark = pytest.mark.framework_free  # it starts trainers as child processes
 
 
 def _run(args, timeout=120):
-    env = {**os.environ, "YOLO_QUIET": "1", "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "steady_state.py"), *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return run_benchmark("steady_state", args, timeout)
 
 
 def test_skips_cleanly_without_the_official_checkout(tmp_path):

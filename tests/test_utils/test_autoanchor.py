@@ -159,8 +159,7 @@ def test_kmeans_equals_scipy_to_the_bit():
 
 def test_anchor_evolution_does_not_import_scipy():
     """scipy.cluster's import (0.3 s of a training run's start on 2 cores) stays off the AutoAnchor path."""
-    import subprocess
-    import sys
+    from tests.helpers.process_helpers import fresh_python
     code = ("import sys, types, random, numpy as np\n"
             "from utils.autoanchor import kmean_anchors\n"
             "rng = np.random.RandomState(0)\n"
@@ -170,8 +169,6 @@ def test_anchor_evolution_does_not_import_scipy():
             "k = kmean_anchors(ds, n=9, img_size=640, gen=10, verbose=False)\n"
             "assert k.shape == (9, 2)\n"
             "print(sorted(m for m in sys.modules if m.startswith('scipy.cluster')))\n")
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[2]
-    p = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+    p = fresh_python(code)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.strip().splitlines()[-1] == "[]", p.stdout
