@@ -29,13 +29,19 @@ def load_single(weights, device=None, inplace=True, fuse=True, build_model=build
     holds (load_model, behind val.py and detect.py, passes detection's, which names other tasks' files)."""
     w = Path(weights)
     ckpt = load_any(w)  # plain data for both formats: ModelRecord with a numpy state dict
+    return model_from_record(pick_model_record(ckpt, w), w, device, inplace, fuse, build_model)
+
+
+def model_from_record(record, source, device=None, inplace=True, fuse=True, build_model=build_any_model):
+    """A stored model's record (utils.checkpoint.ModelRecord) -> the float32 model in eval mode that load_single
+    gives for a file holding it (fused when asked); source: the file it is, or will be, read from."""
     level = LOGGER.level
     LOGGER.setLevel(logging.WARNING)  # rebuilt, not new: its layer table is not printed (ultralytics unpickles it)
     try:
-        model = build_model(pick_model_record(ckpt, w), source=str(w))
+        model = build_model(record, source=str(source))
     finally:
         LOGGER.setLevel(level)
-    model.pt_path = str(w)  # where it came from, as ultralytics' attempt_load records it
+    model.pt_path = str(source)  # where it came from, as ultralytics' attempt_load records it
     if device is not None:
         model = model.to(device)
     for m in model.modules():

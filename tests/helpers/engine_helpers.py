@@ -20,11 +20,11 @@ def tiny_model(seed=0):
 
 
 class FakeLoader:
-    """nb batches of `batch_size` random uint8 8x8 images (the same every epoch), no targets."""
+    """nb batches of `batch_size` random uint8 size x size images (the same every epoch), no targets."""
 
-    def __init__(self, nb=4, batch_size=2, seed=0):
+    def __init__(self, nb=4, batch_size=2, seed=0, size=8):
         rng = np.random.default_rng(seed)
-        self.batches = [rng.integers(0, 256, (batch_size, 3, 8, 8), dtype=np.uint8) for _ in range(nb)]
+        self.batches = [rng.integers(0, 256, (batch_size, 3, size, size), dtype=np.uint8) for _ in range(nb)]
         self.batch_size = batch_size
 
     def __len__(self):
@@ -41,20 +41,22 @@ def fake_loss(pred, targets):
     return items.sum().reshape(1) * pred.shape[0], items.detach()
 
 
-def tiny_parts(epochs=3, nb=4, batch_size=2, state=None, model=None, hyp=HYP, ema=True, **kw):
+def tiny_parts(epochs=3, nb=4, batch_size=2, state=None, model=None, hyp=HYP, ema=True, size=8, loss=fake_loss,
+               **kw):
     """TrainingParts for a tiny run: SGD with the three official groups (initial_lr set, lr for epoch 0 or the
-    resumed epoch), an EMA, the official schedule."""
+    resumed epoch), an EMA, the official schedule. size: the images' side; loss: (predictions, targets) -> (loss,
+    items), fake_loss of a single output tensor by default."""
     device = backend.device("cpu")
     model = model if model is not None else tiny_model()
     optimizer = smart_optimizer(model, "SGD", hyp["lr0"], hyp["momentum"], hyp["weight_decay"])
     for g in optimizer.param_groups:
         g["initial_lr"] = g["lr"]
-    loader = FakeLoader(nb, batch_size)
+    loader = FakeLoader(nb, batch_size, size=size)
     schedule = Schedule.from_hyp(hyp, [g["initial_lr"] for g in optimizer.param_groups], epochs, nb, batch_size)
     for g, lr in zip(optimizer.param_groups, schedule.epoch_lrs(0)):
         g["lr"] = lr
     flags = RecordedFlags({"data": "", "epochs": epochs, "batch_size": batch_size})  # what the checkpoint's opt holds
-    return TrainingParts(model=model, optimizer=optimizer, compute_loss=fake_loss, train_loader=loader,
+    return TrainingParts(model=model, optimizer=optimizer, compute_loss=loss, train_loader=loader,
                          schedule=schedule, device=device, epochs=epochs, ema=ModelEMA(model) if ema else None,
                          state=state or TrainingState(), recorded_opt=official_opt(flags, hyp), hyp=dict(hyp),
                          opt_hyp=dict(hyp), nc=2,

@@ -140,8 +140,13 @@ def test_last_epoch_is_computed_in_one_place():
 
 def test_each_epoch_validates_a_folded_copy_of_the_ema(monkeypatch):
     """ValidationHook hands validation a copy of the EMA with its Conv BatchNorms folded, in eval mode; the EMA
-    itself keeps its BatchNorms and goes on averaging (its weights after the run are the EMA's, not the copy's)."""
+    itself keeps its BatchNorms and goes on averaging (its weights after the run are the EMA's, not the copy's).
+    (A task that validates best.pt at the end validates its last epoch on best.pt's model instead:
+    tests/test_engine/test_best_validation.py.)"""
+    import dataclasses
+
     import utils.engine.hooks as hooks
+    from utils.tasks.detect import DETECT
     from models.common import Conv
     from utils.backend import torch
     from utils.engine.hooks import ValidationHook
@@ -152,7 +157,7 @@ def test_each_epoch_validates_a_folded_copy_of_the_ema(monkeypatch):
         return (0.1, 0.2, 0.3, 0.4, 0.0, 0.0, 0.0), None
     monkeypatch.setattr(hooks, "validate", fake_validate)
     net = torch.nn.Sequential(Conv(3, 4, 3), torch.nn.Conv2d(4, 2, 1))  # one BatchNorm, inside a Conv
-    parts = tiny_parts(epochs=2, nb=1, model=net)
+    parts = tiny_parts(epochs=2, nb=1, model=net, task=dataclasses.replace(DETECT, validate_best=False))
     TrainLoop(parts, [ValidationHook()]).train()
     assert len(seen) == 2
     for model, training, n_bn in seen:

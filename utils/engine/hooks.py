@@ -19,6 +19,7 @@ from utils.checkpoint import save_checkpoint
 from utils.checkpoint.training import final_checkpoint, get_rng_states, log_stripped, strip_optimizer, \
     training_checkpoint
 from utils.data.class_weights import resample_by_image_weights
+from utils.engine.best_validation import HeldValidation, as_best_pt_holds, last_epoch_validates_best
 from utils.engine.errors import TrainingError
 from utils.engine.finite_weights import check_weights_before_save
 from utils.engine.loop import HookBase
@@ -114,7 +115,8 @@ class ValidationHook(HookBase):
     per-class mAPs, the fitness and the best epoch so far. The validation images of an epoch that will be validated
     load while it trains (loader workers, spare CPU). What runs is a copy of the EMA with its BatchNorms folded into
     the convolutions, as the final validation of best.pt runs it (the official trainer folds only there): the same
-    figures up to float rounding, a yolov5s 640 forward on the CPU 24% faster."""
+    figures up to float rounding, a yolov5s 640 forward on the CPU 24% faster. The run's last epoch is validated
+    on the model best.pt will hold, with best.pt's plots (utils/engine/best_validation.py)."""
 
     def before_epoch(self):
         p = self.loop.parts
@@ -124,7 +126,11 @@ class ValidationHook(HookBase):
     def after_epoch(self):
         rec, p = self.loop.record, self.loop.parts
         p.ema.update_attr(de_parallel(p.model), include=["yaml", "nc", "hyp", "names", "stride", "class_weights"])
-        if not p.options.noval or rec.may_be_last:
+        if last_epoch_validates_best(p, rec):  # best.pt's validation, if this epoch becomes best.pt
+            model, table = as_best_pt_holds(p.ema.ema, p.device, p.task.build_model, p.run.best), []
+            rec.results, rec.maps = validate(p, model, plots=not p.options.noplots, table=table)
+            rec.held_validation = HeldValidation(rec.epoch, model, table)
+        elif not p.options.noval or rec.may_be_last:
             # a task whose best.pt is not validated again ends with this validation's plots (classification)
             plots = not p.task.validate_best and rec.is_last_epoch and not p.options.noplots
             rec.results, rec.maps = validate(p, inference_copy(p.ema.ema), plots=plots)  # BatchNorms folded
@@ -232,7 +238,9 @@ class CheckpointHook(HookBase):
 class FinishHook(HookBase):
     """Once training ends: results.png, last.pt and best.pt stripped as the official trainer does it, best.pt
     validated with plots and per-class figures (these become the run's results; not for a task without
-    validate_best), the closing line once every plot file is written."""
+    validate_best), the closing line once every plot file is written. When best.pt holds the last epoch, that
+    epoch's validation already ran on best.pt's model with its plots (utils/engine/best_validation.py): its figures
+    are reported as best.pt's instead of a second pass."""
 
     def after_train(self):
         rec, p = self.loop.record, self.loop.parts
@@ -240,6 +248,10 @@ class FinishHook(HookBase):
         if p.loggers is not None:  # results.csv is complete: results.png is drawn while best.pt is validated
             p.loggers.on_train_end(plots=not opt.noplots and p.task.results_plot, draw=p.plots.submit)
         validate_best = p.task.validate_best and not opt.evolve
+        held = rec.held_validation  # the last epoch's, on best.pt's model: best.pt's validation if it wrote best.pt
+        if held is not None and not (held.epoch == rec.epoch == rec.saved_in_epoch.get(run.best)):
+            held = None
+        validate_best = validate_best and held is None
         if run.best.exists() and validate_best and hasattr(p.val_loader, "start"):
             p.val_loader.start()  # its images load while the checkpoints are stripped
         # best.pt written in the same epoch as last.pt holds the same checkpoint: stripped once, written to both
@@ -255,7 +267,9 @@ class FinishHook(HookBase):
                 strip_optimizer(f, save=save_ckpt, also=(run.best,) if same else (), build_model=p.task.build_model)
             elif not same:
                 strip_optimizer(f, save=save_ckpt, build_model=p.task.build_model)
-            if f == run.best and validate_best:
+            if f == run.best and held is not None:
+                held.report(f)
+            elif f == run.best and validate_best:
                 LOGGER.info(f"\nValidating {f}...")
                 model = attempt_load(f, p.device, fuse=True, build_model=p.task.build_model)
                 rec.results, _ = validate(p, model, plots=not opt.noplots, verbose=True,

@@ -93,6 +93,9 @@ class EpochRecord:
     stop_possible_next: bool = False  # EarlyStopHook: the next epoch may end in an early stop
     saved_in_epoch: dict = dataclasses.field(default_factory=dict)  # carried: checkpoint path -> epoch last written
     written_stripped: set = dataclasses.field(default_factory=set)  # carried: written in final (stripped) form
+    # the last epoch's validation, run on the model best.pt will hold (utils/engine/best_validation.py): when that
+    # epoch is written to best.pt, FinishHook reports it as best.pt's instead of validating best.pt again
+    held_validation: Any = None
 
     @classmethod
     def before_start(cls, state, n_results, n_losses, nc):

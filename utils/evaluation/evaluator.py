@@ -71,6 +71,8 @@ class DetectionEvaluator:
     printed table; task: the split named in the no-labels warning; save_txt/save_conf: labels/<image>.txt per image,
     each written whole (utils.inference.label_txt.RunLabelFiles); coco: a CocoPredictions collecting --save-json entries, or None."""
 
+    table_header = TABLE_HEADER  # the table's first line: the validation progress bar's text
+
     def __init__(self, nc, names, iouv=IOU_THRESHOLDS, single_cls=False, plots=False, save_dir=Path(""),
                  verbose=False, task="val", save_txt=False, save_conf=False, coco=None):
         self.nc, self.names, self.iouv = int(nc), dict(names), np.asarray(iouv)
@@ -81,6 +83,7 @@ class DetectionEvaluator:
         self.confusion_matrix = ConfusionMatrix(nc=self.nc)
         self.stats = []  # per image: (correct (n, T) bool, conf (n,), predicted class (n,), label classes (m,))
         self.seen = 0
+        self.table = []  # compute()'s table: header, `all` row, per-class rows (printed or not)
         self.draw = inline  # draw(what, fn, *args, **kwargs) makes a plot file; run_validation hands a PlotJobs.submit
 
     def update(self, preds, targets, shapes, input_hw, paths=None):
@@ -137,17 +140,22 @@ class DetectionEvaluator:
             m.ap50, m.ap = ap[:, 0], ap.mean(1)  # AP@0.5, AP@0.5:0.95
             m.mp, m.mr, m.map50, m.map50_95 = m.p.mean(), m.r.mean(), m.ap50.mean(), m.ap.mean()
         m.nt = np.bincount(stats[3].astype(int), minlength=self.nc) if len(stats) else np.zeros(self.nc, int)
-        self._log_table(m, per_class=self.verbose and self.nc > 1 and len(stats))
+        class_rows = [_ROW % (self.names.get(int(c), str(c)), m.seen, m.nt[c], m.p[i], m.r[i], m.ap50[i], m.ap[i])
+                      for i, c in enumerate(m.ap_class)] if self.nc > 1 and len(stats) else []
+        self._publish_table(_ROW % ("all", m.seen, m.nt.sum(), m.mp, m.mr, m.map50, m.map50_95), class_rows,
+                            int(m.nt.sum()))
         return m
 
-    def _log_table(self, m, per_class):
-        LOGGER.info(_ROW % ("all", m.seen, m.nt.sum(), m.mp, m.mr, m.map50, m.map50_95))
-        if m.nt.sum() == 0:
+    def _publish_table(self, all_row, class_rows, n_labels):
+        """Prints the `all` row, and the per-class rows when verbose; keeps the whole table (header included) in
+        self.table for a caller that learns only afterwards whether it wants the per-class rows (the trainer's last
+        epoch, which becomes best.pt's validation when it is the best epoch)."""
+        self.table = [self.table_header, all_row, *class_rows]
+        LOGGER.info(all_row)
+        if n_labels == 0:
             LOGGER.warning(f"WARNING: no labels found in {self.task} set, can not compute metrics without labels")
-        if per_class:
-            for i, c in enumerate(m.ap_class):
-                LOGGER.info(_ROW % (self.names.get(int(c), str(c)), m.seen, m.nt[c], m.p[i], m.r[i], m.ap50[i],
-                                    m.ap[i]))
+        for row in class_rows if self.verbose else ():
+            LOGGER.info(row)
 
     def evaluate_coco(self, metrics, im_files=()):
         """--save-json: write the predictions file; when pycocotools scored it, its mAPs replace metrics' overall

@@ -47,13 +47,14 @@ def evaluator_for_dataset(data, names, save_dir=Path(""), single_cls=False, plot
 def validate_model(model, dataloader, data, single_cls=False, half=False, compute_loss=None, save_dir=Path(""),
                    plots=True, verbose=False, conf_thres=0.001, iou_thres=0.6, max_det=300, augment=False,
                    save_txt=False, save_hybrid=False, save_conf=False, save_json=False, task="val", plot_jobs=None,
-                   task_plugin=None, build_evaluator=None, steps=DetectionSteps, **step_options):
+                   task_plugin=None, build_evaluator=None, steps=DetectionSteps, table=None, **step_options):
     """The trainer's validation of an in-memory model (the EMA each epoch, best.pt at the end) on its validation
     loader. data: a dataset dict or YAML path. half: fp16 on CUDA (ignored elsewhere); the model is back in fp32
     afterwards, so the EMA keeps averaging in fp32. task_plugin: the utils.tasks.Task whose evaluator and
     post-processing run (None: detection's, defined here); build_evaluator, steps, step_options: another task's
     evaluator and loop steps (segmentation: utils.segment.validation.validate_seg_model). task: the split, as
-    val.py's --task names it. Returns what run_validation returns."""
+    val.py's --task names it. table: a list that receives the figures' whole table (header, `all` row, per-class
+    rows, whether verbose printed them or not), to print later. Returns what run_validation returns."""
     if build_evaluator is None:
         build_evaluator = task_plugin.build_evaluator if task_plugin is not None else evaluator_for_dataset
     postprocess = task_plugin.postprocess if task_plugin is not None else non_max_suppression
@@ -66,12 +67,15 @@ def validate_model(model, dataloader, data, single_cls=False, half=False, comput
     evaluator = build_evaluator(data, model_names(model), save_dir, single_cls=single_cls, plots=plots,
                                 verbose=verbose, task=task, save_txt=save_txt, save_conf=save_conf, save_json=save_json)
     try:
-        return run_validation(model, dataloader, evaluator, compute_loss=compute_loss, half=half, augment=augment,
-                              conf_thres=conf_thres, iou_thres=iou_thres, max_det=max_det, save_hybrid=save_hybrid,
-                              plot_jobs=plot_jobs, postprocess=postprocess, n_loss_items=n_loss_items, steps=steps,
-                              **step_options)
+        out = run_validation(model, dataloader, evaluator, compute_loss=compute_loss, half=half, augment=augment,
+                             conf_thres=conf_thres, iou_thres=iou_thres, max_det=max_det, save_hybrid=save_hybrid,
+                             plot_jobs=plot_jobs, postprocess=postprocess, n_loss_items=n_loss_items, steps=steps,
+                             **step_options)
     finally:
         model.float()
+    if table is not None:
+        table[:] = evaluator.table
+    return out
 
 
 def run_val_task(opt, run):

@@ -14,7 +14,6 @@ import numpy as np
 
 from utils.evaluation.evaluator import DetectionEvaluator, DetectionMetrics
 from utils.evaluation.matching import labels_in_pixels, match_image
-from utils.log import LOGGER
 from utils.metrics import ap_per_class, match_by_iou
 from utils.plots import images_as_drawn, output_to_target
 from utils.segment.masks import (mask_iou, overlap_to_instances, process_mask, process_mask_native, resize_masks,
@@ -52,6 +51,8 @@ class SegmentationEvaluator(DetectionEvaluator):
     """overlap: the loader's masks are one overlap image per picture (else one mask per instance, in target
     order); native: masks at the input size (process_mask_native, as --save-json uses) instead of the
     prototype resolution."""
+
+    table_header = TABLE_HEADER
 
     def __init__(self, nc, names, overlap=False, native=False, **kwargs):
         super().__init__(nc, names, **kwargs)
@@ -151,13 +152,11 @@ class SegmentationEvaluator(DetectionEvaluator):
                 m.mp, m.mr, m.map50, m.map50_95 = m.p.mean(), m.r.mean(), m.ap50.mean(), m.ap.mean()
         nt = np.bincount(stats[4].astype(int), minlength=self.nc) if len(stats) else np.zeros(self.nc, int)
         box.nt = mask.nt = nt
-        LOGGER.info(_ROW % ("all", self.seen, nt.sum(), *box.results(), *mask.results()))
-        if nt.sum() == 0:
-            LOGGER.warning(f"WARNING: no labels found in {self.task} set, can not compute metrics without labels")
-        if self.verbose and self.nc > 1 and len(stats):
-            for i, c in enumerate(box.ap_class):
-                LOGGER.info(_ROW % (self.names.get(int(c), str(c)), self.seen, nt[c], box.p[i], box.r[i],
-                                    box.ap50[i], box.ap[i], mask.p[i], mask.r[i], mask.ap50[i], mask.ap[i]))
+        class_rows = [_ROW % (self.names.get(int(c), str(c)), self.seen, nt[c], box.p[i], box.r[i], box.ap50[i],
+                              box.ap[i], mask.p[i], mask.r[i], mask.ap50[i], mask.ap[i])
+                      for i, c in enumerate(box.ap_class)] if self.nc > 1 and len(stats) else []
+        self._publish_table(_ROW % ("all", self.seen, nt.sum(), *box.results(), *mask.results()), class_rows,
+                            int(nt.sum()))
         return SegmentationMetrics(box, mask)
 
     def evaluate_coco(self, metrics, im_files=()):

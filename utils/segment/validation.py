@@ -82,12 +82,12 @@ def seg_evaluator(data, names, save_dir=Path(""), single_cls=False, plots=True, 
 def validate_seg_model(model, dataloader, data, single_cls=False, half=False, compute_loss=None, save_dir=Path(""),
                        plots=True, verbose=False, conf_thres=0.001, iou_thres=0.6, max_det=300, augment=False,
                        save_txt=False, save_hybrid=False, save_conf=False, save_json=False, task="val",
-                       plot_jobs=None, task_plugin=None, overlap=False):
+                       plot_jobs=None, task_plugin=None, overlap=False, table=None):
     """The trainer's validation of an in-memory segmentation model (the EMA each epoch, best.pt at the end) on its
     validation loader: utils.evaluation.validate_model with segmentation's evaluator and steps, plus overlap (the
     loader's mask layout). The model is left in fp32."""
     return validate_model(model, dataloader, data, single_cls=single_cls, half=half, compute_loss=compute_loss,
                           save_dir=save_dir, plots=plots, verbose=verbose, conf_thres=conf_thres, iou_thres=iou_thres,
                           max_det=max_det, augment=augment, save_txt=save_txt, save_conf=save_conf,
-                          save_json=save_json, task=task, plot_jobs=plot_jobs,
+                          save_json=save_json, task=task, plot_jobs=plot_jobs, table=table,
                           build_evaluator=functools.partial(seg_evaluator, overlap=overlap), steps=SegmentationSteps)
