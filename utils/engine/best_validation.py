@@ -9,9 +9,9 @@ rebuilt and folded as attempt_load does), with best.pt's plots; when that epoch 
 are best.pt's validation, printed as such at the end, and the pass is not repeated. Otherwise best.pt is validated
 after training as before (the plots are drawn again, for best.pt).
 
-What changes for a user: the last epoch's row of results.csv holds the figures of its fp16-rounded weights (the
-official row holds the fp32 EMA's; they differ in the fourth decimal at most in the runs measured), which are
-the figures best.pt gives anywhere.
+What changes for a user: the last epoch's row of results.csv holds the figures of its fp16-rounded weights, which
+are the figures best.pt gives anywhere; the official row holds the fp32 EMA's (a 3-epoch yolov5n 320 run: P 0.5132
+against 0.5026, mAP50-95 0.23836 against 0.23795, while best.pt's printed figures were the same both ways).
 """
 import collections
 from dataclasses import dataclass
