@@ -2,7 +2,6 @@
 the model (in chunks when the memory headroom is small), the task's post-process (NMS) and a DetectionEvaluator."""
 from utils.backend import torch
 from utils.evaluation.batch_memory import ForwardBudget, forward_in_chunks
-from utils.evaluation.evaluator import TABLE_HEADER
 from utils.inference.steps import preprocess
 from utils.nms import non_max_suppression
 
@@ -24,7 +23,6 @@ class DetectionSteps:
     the float input; forward returns the model's output: decoded predictions, or (decoded predictions, raw maps) from
     an eval-mode module (NMS reads the first)."""
 
-    table_header = TABLE_HEADER
     loss_names = ("box", "obj", "cls")
 
     def __init__(self, model, evaluator, compute_loss=None, half=False, augment=False, conf_thres=0.001,

@@ -64,7 +64,7 @@ def run_validation(model, dataloader, evaluator, compute_loss=None, half=False, 
         steps = steps(model, evaluator, compute_loss=compute_loss, half=half, augment=augment, conf_thres=conf_thres,
                       iou_thres=iou_thres, max_det=max_det, save_hybrid=save_hybrid, postprocess=postprocess,
                       n_loss_items=n_loss_items, **step_options)
-        profiles = validation_pass(model, dataloader, steps, desc=steps.table_header)
+        profiles = validation_pass(model, dataloader, steps, desc=evaluator.table_header)
         return _figures(dataloader, evaluator, steps, profiles, speed_shape)
     finally:
         jobs.wait() if plot_jobs is not None else jobs.close()

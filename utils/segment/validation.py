@@ -17,7 +17,7 @@ from utils.evaluation.detection_steps import DetectionSteps
 from utils.evaluation.evaluator import IOU_THRESHOLDS
 from utils.evaluation.runner import validate_model
 from utils.nms import non_max_suppression
-from utils.segment.evaluator import TABLE_HEADER, SegmentationEvaluator
+from utils.segment.evaluator import SegmentationEvaluator
 
 
 def mask_count(model):
@@ -37,7 +37,6 @@ class SegmentationSteps(DetectionSteps):
     """Detection's steps with the masks: the batch carries the loader's masks after the shapes; the model's output
     is (decoded predictions, prototypes, raw maps); nm: the mask coefficients per detection (None: mask_count's)."""
 
-    table_header = TABLE_HEADER
     loss_names = ("box", "seg", "obj", "cls")
 
     def __init__(self, model, evaluator, nm=None, **options):
