@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
+from utils.atomic_files import remove_stale_temp_files  # noqa: E402
 from utils.backend import require_pytorch  # noqa: E402
 from utils.cli_flags import FlagParser, image_size, positive_int  # noqa: E402
 from utils.errors import UserError  # noqa: E402
@@ -134,6 +135,9 @@ def export_checkpoint(weights, imgsz=(640, 640), batch_size=1, device="cpu", inc
     torch = require_pytorch("export.py")
     t = time.time()
     file, include = _checked_request(weights, include)
+    # an export killed mid-write left its temporary file or folder beside the weights (yolov5n.onnx.<host>.<pid>.
+    # yolo-partial.onnx); each killed run would add one, so this run removes those whose writer is gone
+    remove_stale_temp_files(file.parent, file.stem)
     written, failed = [], []
     refused = refused_options(include, int8=int8, half=half, mlmodel=mlmodel, opset=opset)  # before any work
     for x, reason in refused.items():

@@ -25,6 +25,13 @@ def alive(pid):
         return False
 
 
+def dead_pid():
+    """The pid of a process that has ended (a writer gone, for the stale temporary-file checks)."""
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
 def run_benchmark(name, args, timeout=120):
     """benchmarks/<name>.py with args, from the project folder, quiet; the CompletedProcess (text output)."""
     env = {**os.environ, "YOLO_QUIET": "1", "PYTHONPATH": str(ROOT)}

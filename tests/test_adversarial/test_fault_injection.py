@@ -19,6 +19,7 @@ import random
 import shutil
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -109,13 +110,28 @@ def _optional(path):
     return any(x in name for x in OPTIONAL_NAMES)
 
 
-def _check_run(run, scope, before, written_before_fault, temps_before=()):
+class Snapshot(NamedTuple):
+    """The folders in scope before a run: every file's digest, and the temporary names already there (an earlier
+    killed run's, of this script or another sharing the folders: its writer is gone, the next clean-up of that
+    folder removes them, and the run being checked is not to blame for them)."""
+    digests: dict
+    temps: frozenset
+
+
+def _snapshot(scope):
+    return Snapshot(file_digests(*scope), frozenset(temp_files(*scope)))
+
+
+def _check_run(run, scope, snap, written_before_fault):
     """The invariants after one faulted or killed run over the folders in scope; returns the list of violations
-    (empty: all hold). before: file_digests(*scope) before the run. temps_before: temporary names already there (a
-    killed run's: its writer is gone, the next clean-up removes them)."""
+    (empty: all hold). snap: _snapshot(scope) taken just before the run (taken in one call, so that no check can
+    compare with digests from one moment and temporary names from another)."""
     bad = []
+    before = snap.digests
     after = file_digests(*scope)
     for path, digest in before.items():
+        if path in snap.temps and path not in after:
+            continue  # an earlier killed run's temporary name, removed by the clean-up (export.py's, a run folder's)
         if after.get(path) != digest and path not in written_before_fault:
             bad.append(f"{path}: a file that existed before the run was "
                        f"{'deleted' if path not in after else 'changed'} (and not rewritten whole before the fault)")
@@ -126,7 +142,7 @@ def _check_run(run, scope, before, written_before_fault, temps_before=()):
         if why:
             bad.append(f"{path}: under its final name but not whole: {why}")
     if not run.killed:
-        left = sorted(set(temp_files(*scope)) - set(temps_before))
+        left = sorted(set(temp_files(*scope)) - snap.temps)
         if left:
             bad.append(f"temporary files left by a run that ended by itself: {left}")
         if "Traceback" in run.stderr or "Traceback" in run.stdout:
@@ -225,15 +241,15 @@ def test_faults_leave_what_was_there(script, world, server, tmp_path):
               f"after {', '.join(f'{d:.2f}' for d in delays)} s")
     for k in ks:
         err = ERRNOS[k % len(ERRNOS)]
-        before, temps = file_digests(*scope), temp_files(*scope)
+        snap = _snapshot(scope)
         run = server.run(script, argv, tmp_path, k=k, err=err)
-        bad = _check_run(run, scope, before, {p for i, p in run.writes if i < k}, temps)
+        bad = _check_run(run, scope, snap, {p for i, p in run.writes if i < k})
         if bad:
             problems.append(f"k={k} ({errno.errorcode[err]}, {run.failed_path}): " + "; ".join(bad))
     for delay in delays:
-        before = file_digests(*scope)
+        snap = _snapshot(scope)
         run = server.run(script, argv, tmp_path, kill_after=delay)
-        bad = _check_run(run, scope, before, {p for _, p in run.writes})
+        bad = _check_run(run, scope, snap, {p for _, p in run.writes})
         if bad:
             problems.append(f"SIGKILL after {delay:.2f} s (killed={run.killed}): " + "; ".join(bad))
     print(report)
@@ -281,15 +297,26 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
         assert _escaped_writes([w], before, count) == [str(w / "escaped.csv")]
         (w / "notes.txt").write_text("the user's")
         (w / "escaped.csv").unlink()
-        before = file_digests(w)
+        snap = _snapshot([w])
         run = server.run(script, [w], tmp_path / "cwd", k=2, err=errno.EROFS)
         assert run.rc == 1 and run.failed_path == str(w / "notes.txt")
         assert (w / "notes.txt").read_text() == "the user's"
-        bad = _check_run(run, [w], before, {str(w / "a.txt")})
+        bad = _check_run(run, [w], snap, {str(w / "a.txt")})
         assert any("a traceback" in b for b in bad), bad
         assert any("escaped.csv: under its final name but not whole" in b for b in bad), bad
         assert not any("notes.txt" in b for b in bad), bad
         run = server.run(script, ["/nonexistent-folder-for-a-slow-start"], tmp_path / "cwd", kill_after=0.0)
         assert run.killed or run.rc != 0
+        # a temporary name an earlier killed run left (of another script sharing the folder) is not this run's
+        # fault; one that appears during the run is
+        (w / "escaped.csv").unlink()
+        (w / "model.torchscript.somehost.4242.yolo-partial.torchscript").write_bytes(b"cut")
+        snap = _snapshot([w])
+        run = server.run(script, [w], tmp_path / "cwd")
+        assert run.rc == 0, run.describe()
+        assert not any("temporary files left" in b for b in _check_run(run, [w], snap, {p for _, p in run.writes}))
+        (w / "a.txt.somehost.4243.yolo-partial.txt").write_bytes(b"cut")
+        bad = _check_run(run, [w], snap, {p for _, p in run.writes})
+        assert any("temporary files left" in b and "4243" in b and "4242" not in b for b in bad), bad
     finally:
         server.close()

@@ -221,6 +221,31 @@ def test_bad_options_are_one_line_errors(weights_copy):
         export.run(weights=str(weights_copy), imgsz=[IMGSZ], include=("onnx",), half=True, device="cpu")
 
 
+@torch_only
+def test_export_removes_what_killed_exports_left(weights_copy, tmp_path):
+    """A killed export leaves its temporary file (or folder) beside the weights; the next export removes those whose
+    writer is gone, and nothing else: not a live writer's, not a user's file of a similar name."""
+    import export
+    from tests.helpers.process_helpers import dead_pid
+    from utils.atomic_files import temp_path_for
+    w = tmp_path / "yolov5n.pt"
+    shutil.copy(weights_copy, w)
+    host = temp_path_for(w).name.split(".")[2]
+    dead, live = dead_pid(), os.getppid()
+    left_file = tmp_path / f"yolov5n.onnx.{host}.{dead}.yolo-partial.onnx"
+    left_folder = tmp_path / f"yolov5n_openvino_model.{host}.{dead}.yolo-partial"
+    live_file = tmp_path / f"yolov5n.torchscript.{host}.{live}.yolo-partial.torchscript"
+    users = [tmp_path / "yolov5n.notes.3.tmp", tmp_path / f"yolov5n.onnx.{host}.{dead}.partial.onnx"]
+    left_file.write_bytes(b"cut short")
+    (left_folder / "sub").mkdir(parents=True)
+    for f in (live_file, *users):
+        f.write_bytes(b"kept")
+    (f,) = export.run(weights=str(w), imgsz=[64], include=("torchscript",))
+    assert Path(f).is_file()
+    assert not left_file.exists() and not left_folder.exists()
+    assert live_file.exists() and all(u.read_bytes() == b"kept" for u in users)
+
+
 def _cli(args, cwd, backend=None, python=sys.executable):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     if backend:

@@ -1,33 +1,26 @@
 """Whole-or-nothing writes and the cleanup of what interrupted ones leave (utils/atomic_files.py)."""
 import os
-import subprocess
-import sys
 import time
 
 import pytest
 
+from tests.helpers.process_helpers import dead_pid
 from utils.atomic_files import is_stale_temp_file, remove_stale_temp_files, temp_path_for, write_atomically
 
 pytestmark = pytest.mark.framework_free  # tested once, in the PyTorch suite (tests/conftest.py)
-
-
-def _dead_pid():
-    p = subprocess.Popen([sys.executable, "-c", "pass"])
-    p.wait()
-    return p.pid
 
 
 def test_stale_means_writer_gone(tmp_path):
     target = tmp_path / "train.cache"
     mine = temp_path_for(target)
     host = mine.name.split(".")[2]
-    dead = tmp_path / f"train.cache.{host}.{_dead_pid()}.yolo-partial.cache"
+    dead = tmp_path / f"train.cache.{host}.{dead_pid()}.yolo-partial.cache"
     alive = tmp_path / f"train.cache.{host}.{os.getppid()}.yolo-partial.cache"  # the process that started this test
     far_new = tmp_path / "train.cache.otherhost.12345.yolo-partial.cache"
     far_old = tmp_path / "train.cache.otherhost.23456.yolo-partial.cache"
     unrelated = tmp_path / "train.cache.notes.tmp"
     # names of another shape are a user's, however old and whatever digits they hold: never removed
-    users = [tmp_path / f"train.cache.{host}.{_dead_pid()}.tmp", tmp_path / "train.cache.old.12.tmp"]
+    users = [tmp_path / f"train.cache.{host}.{dead_pid()}.tmp", tmp_path / "train.cache.old.12.tmp"]
     for f in (mine, dead, alive, far_new, far_old, unrelated, *users):
         f.write_bytes(b"partial")
     old = time.time() - 2 * 3600
