@@ -20,6 +20,10 @@ TITLES = {
                "worker. Wall rates shrink on a shared machine; the CPU figures much less."),
     "cpu_levers": ("CPU levers per step (`cpu_levers.py`)",
                    "Each lever alone and together against the fp32 NCHW step (x: times faster)."),
+    "conv_grad": ("A lever not adopted: 3x3 weight gradients from NCHW copies (`conv_grad.py`)",
+                  "Forward and backward of the whole model on a channels_last batch, median ms of alternating steps: "
+                  "oneDNN's channels_last gradients (native), the weight gradient of 3x3 convolutions on inputs of at "
+                  "most 80x80 pixels from NCHW copies (nchw), of every 3x3 (nchw-all). x: native over the policy."),
     "speed": ("Kernels and steps (`speed.py`)", "Training step with `--bbox_iou_optim --multi_tensor_optimizer` "
                                                 "against without (x: times faster)."),
     "launches": ("Launches per training step (`launches.py`)",
@@ -177,6 +181,15 @@ def cpu_levers_rows(doc):
     return ["step", "variant", ">ms", ">vs fp32"], rows
 
 
+def conv_grad_rows(doc):
+    isa = ", ".join(f"{k}={v}" for k, v in (doc.get("isa_env") or {}).items() if v) or "the CPU's own"
+    steps = doc.get("step") or {}
+    base = (steps.get("native") or {}).get("median_ms")
+    rows = [[f"{_cfg_name(doc)} {doc.get('img')} b{doc.get('batch')}", isa, name, num(s.get("median_ms"), 1),
+             num(base / s["median_ms"] if base and s.get("median_ms") else None, 3, "x")] for name, s in steps.items()]
+    return ["step", "oneDNN / ATen ISA", "policy", ">ms", ">x"], rows
+
+
 def speed_rows(doc):
     info = doc.get("info") or {}
     rows = [[f"{info.get('device', '?')} b{r.get('batch')}", "AMP" if r.get("amp") else "fp32",
@@ -329,7 +342,7 @@ def generic_rows(doc):
 
 
 ROWS = {"compare_train": compare_train_rows, "gpu_kit": gpu_kit_rows, "train_clock": train_clock_rows,
-        "loader": loader_rows, "cpu_levers": cpu_levers_rows, "speed": speed_rows, "launches": launches_rows,
+        "loader": loader_rows, "cpu_levers": cpu_levers_rows, "conv_grad": conv_grad_rows, "speed": speed_rows, "launches": launches_rows,
         "demo": demo_rows, "learning_study": learning_study_rows, "step_profile": step_profile_rows,
         "sliced_vs_sahi": sliced_vs_sahi_rows, "sliced_demo": sliced_demo_rows, "twin_replay": twin_replay_rows}
 SECTIONS = {"learning_study": learning_study_section}  # kinds with more than one table
