@@ -7,10 +7,12 @@ For each configuration (default: yolov5n at 320 px from yolov5n.pt, yolov5s at 6
 --workers 2, --noval, 2 epochs, on coco128) the official train.py and this project's train.py run alternately
 (official first in odd rounds, this project first in even ones), --runs times each, as child processes of this one,
 on the CPU. It prints the median wall time of each, the ratio official / project (above 1: this project is faster)
-and the peak memory of each run's process tree (proportional set size summed over the trainer and its loader
-workers, sampled every 0.2 s, so shared pages count once), and for each of this project's training runs what it
-trained in, read from its log (bf16 where it autocast in bfloat16: its default on a CPU with native bf16; else fp32).
-Then val.py on coco128 at 640 px (batch 32) the same way. --json writes every run's figures.
+and the peak memory of each run's process tree (resident set size summed over the trainer and its loader
+workers, sampled every 0.2 s from kernel counters that cost the runs nothing; pages a worker shares with the trainer
+count in both; results files without a "memory" key hold PSS, whose sampling slowed the runs), and for each of this
+project's training runs what it trained in, read from its log (bf16 where it autocast in bfloat16: its default on a
+CPU with native bf16; else fp32). Then val.py on coco128 at 640 px (batch 32) the same way. --json writes every
+run's figures.
 
 Each codebase trains on its own writable copy of coco128 (made in a temporary folder from ../shared/data/coco128 or
 --data), so neither reads the other's label cache and nothing is written under ../shared.
@@ -110,15 +112,21 @@ def _tree_pids(root_pid):
     return pids
 
 
-def _pss_kib(pid):
+_PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024 if hasattr(os, "sysconf") else 4
+# What the peak memory figure is (kept in the results file; files without it measured PSS, see _rss_kib)
+MEMORY_METRIC = "peak RSS summed over the process tree (/proc/<pid>/statm every 0.2 s)"
+
+
+def _rss_kib(pid):
+    """Resident set size of pid in KiB, from /proc/<pid>/statm: kernel counters, read without walking the page
+    tables. (PSS from smaps_rollup walks them under the process's mmap lock: sampled every 0.2 s it slowed a
+    yolov5s 640 training run from 124 s to 154-159 s, so the runs timed were not the runs users make.) Pages a
+    loader worker shares with the trainer count in both, so the sum is an upper bound, taken alike on both sides."""
     try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * _PAGE_KIB
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def precision_used(log, codebase):
@@ -130,7 +138,7 @@ def precision_used(log, codebase):
 
 
 def run_measured(cmd, cwd, env, timeout):
-    """Run cmd; returns (wall seconds, peak PSS of its process tree in MiB, returncode, stdout+stderr, CPU
+    """Run cmd; returns (wall seconds, peak RSS of its process tree in MiB, returncode, stdout+stderr, CPU
     seconds: user + system of the process and the children it waited for, its loader workers included)."""
     peak = [0]
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -140,7 +148,7 @@ def run_measured(cmd, cwd, env, timeout):
 
     def sample():
         while not done.is_set():
-            peak[0] = max(peak[0], sum(_pss_kib(pid) for pid in _tree_pids(p.pid)))
+            peak[0] = max(peak[0], sum(_rss_kib(pid) for pid in _tree_pids(p.pid)))
             done.wait(0.2)
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -369,7 +377,8 @@ def main(opt):
     task = TASKS[opt.task]
     result = {"command": command_line(), "task": task.name, "cpu": _cpu_name(), "cores": os.cpu_count(),
               "epochs": opt.epochs, "batch": opt.batch, "workers": opt.workers, "project_args": own_extra,
-              "project_env": opt.project_env, "ref_env": opt.ref_env, "train": {}, "val": None, "load_start": _load()}
+              "project_env": opt.project_env, "ref_env": opt.ref_env, "memory": MEMORY_METRIC, "train": {}, "val": None,
+              "load_start": _load()}
     with tempfile.TemporaryDirectory(prefix="compare_train_") as tmp:
         tmp = Path(tmp)
         names_yaml = "coco128-seg.yaml" if task.name == "segment" else "coco128.yaml"
