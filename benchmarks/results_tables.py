@@ -8,7 +8,9 @@ TITLES = {
     "compare_train": ("Whole runs against the official scripts (`compare_train.py`)",
                       "Wall time of whole `train.py` / `val.py` runs (and the segment/classify ones) on coco128 "
                       "copies, this project and the official code alternating; medians. Ratio: official time over "
-                      "this project's (above 1: this project is faster)."),
+                      "this project's (above 1: this project is faster). Peak memory: the process tree's proportional set "
+                      "size (PSS), or its resident set size where marked RSS (sampling PSS slowed the runs, so files "
+                      "from 2026-11-28 on read RSS; shared pages count in each process, on both sides alike)."),
     "gpu_kit": ("The GPU kit's training rows (`gpu_kit.py`)",
                 "Images/s over the timed epochs of yolov5s from scratch on one GPU, both trainers timed from "
                 "outside by `train_clock.py`; ratio: this project over official."),
@@ -110,9 +112,15 @@ def compare_train_rows(doc):
         rows.append([what, num(o.get("median_s"), 1, " s"), num(p.get("median_s"), 1, " s"),
                      ratio(v.get("ratio_official_over_project")),
                      f"{num(o.get('median_cpu_s'))} / {num(p.get('median_cpu_s'))}",
-                     f"{num(o.get('peak_mib'), 0)} / {num(p.get('peak_mib'), 0)}", trained_in(p)])
+                     f"{num(o.get('peak_mib'), 0)} / {num(p.get('peak_mib'), 0)}{memory_mark(doc)}", trained_in(p)])
     return ["run", ">official", ">project", ">ratio", ">CPU s off. / proj.", ">peak MiB off. / proj.",
             "project trained in"], rows
+
+
+def memory_mark(doc):
+    """' RSS' for files whose peak memory is the process tree's resident set size; files from before compare_train
+    wrote its metric hold PSS (unmarked)."""
+    return " RSS" if "RSS" in str(doc.get("memory") or "") else ""
 
 
 def trained_in(side):
