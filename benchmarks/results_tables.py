@@ -8,9 +8,10 @@ TITLES = {
     "compare_train": ("Whole runs against the official scripts (`compare_train.py`)",
                       "Wall time of whole `train.py` / `val.py` runs (and the segment/classify ones) on coco128 "
                       "copies, this project and the official code alternating; medians. Ratio: official time over "
-                      "this project's (above 1: this project is faster). Peak memory: the process tree's proportional set "
-                      "size (PSS), or its resident set size where marked RSS (sampling PSS slowed the runs, so files "
-                      "from 2026-11-28 on read RSS; shared pages count in each process, on both sides alike)."),
+                      "this project's (above 1: this project is faster). Peak memory: the process tree's "
+                      "proportional set size (PSS), or its resident set size where marked RSS (sampling PSS slowed "
+                      "the runs, so files from 2026-11-28 on read RSS; shared pages count in each process, on both "
+                      "sides alike)."),
     "gpu_kit": ("The GPU kit's training rows (`gpu_kit.py`)",
                 "Images/s over the timed epochs of yolov5s from scratch on one GPU, both trainers timed from "
                 "outside by `train_clock.py`; ratio: this project over official."),
@@ -350,7 +351,7 @@ def generic_rows(doc):
 
 
 ROWS = {"compare_train": compare_train_rows, "gpu_kit": gpu_kit_rows, "train_clock": train_clock_rows,
-        "loader": loader_rows, "cpu_levers": cpu_levers_rows, "conv_grad": conv_grad_rows, "speed": speed_rows, "launches": launches_rows,
-        "demo": demo_rows, "learning_study": learning_study_rows, "step_profile": step_profile_rows,
+        "loader": loader_rows, "cpu_levers": cpu_levers_rows, "conv_grad": conv_grad_rows, "speed": speed_rows,
+        "launches": launches_rows, "demo": demo_rows, "learning_study": learning_study_rows, "step_profile": step_profile_rows,
         "sliced_vs_sahi": sliced_vs_sahi_rows, "sliced_demo": sliced_demo_rows, "twin_replay": twin_replay_rows}
 SECTIONS = {"learning_study": learning_study_section}  # kinds with more than one table
