@@ -14,7 +14,9 @@ through signal.set_wakeup_fd, so it works even while the main thread is stuck in
 DataLoader workers (forked) block SIGINT: a terminal's Ctrl-C reaches the whole process group, and a worker that
 died of it would fail the next batch or, under OneFlow, exit silently (its worker loop os._exit(0)s on SIGINT).
 They keep SIGTERM, which is how multiprocessing ends them at a normal exit; the main process still decides when
-to stop. No framework import here.
+to stop. A worker ended by the group's SIGTERM can make PyTorch raise in the main thread before the stop's handler
+ran there: an error with no stop recorded waits STOP_GRACE_S for one on its way before it counts as a crash. No
+framework import here.
 """
 import contextlib
 import logging
@@ -35,6 +37,9 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # reaches a DDP rank directly and again through its launcher (oneflow.distributed.launch sends SIGTERM to its whole
 # process group at once, torch.distributed.run forwards SIGINT).
 SAME_REQUEST_S = 1.0
+# How long an error raised with no stop recorded waits for a stop signal on its way (see StopHandler.arriving): the
+# error path only, so a genuine crash prints its traceback this much later
+STOP_GRACE_S = 0.5
 
 
 class Interrupted(KeyboardInterrupt):
@@ -53,6 +58,7 @@ class StopHandler:
     def __init__(self, prog):
         self.prog, self.pid = prog, os.getpid()
         self.signum = None  # the first stop signal, once one arrived
+        self.seen = None  # the first stop signal as the watcher read it from the wakeup pipe (it may be first)
         self.describe = lambda: "nothing was written yet"  # what is on disk; the running code replaces it
         self._exit_lock = threading.Lock()  # one exit line even if a second signal races the first exit
         self._printed = False
@@ -91,13 +97,25 @@ class StopHandler:
                 if b not in STOP_SIGNALS:
                     continue
                 if first is None:
-                    first = now
+                    first, self.seen = now, b
                 elif now - first >= SAME_REQUEST_S:
                     self.exit(b, f"stopped at once by a second {signal.Signals(b).name}")
 
     def check(self):
         if self.signum is not None:
             raise Interrupted(self.signum)
+
+    def arriving(self, grace_s=STOP_GRACE_S):
+        """The stop signal of this stop, waiting up to grace_s for one on its way. A signal sent to the process group
+        ends a DataLoader worker too, and PyTorch's SIGCHLD handler can raise ("worker ... killed by signal") in the
+        main thread before the stop's own handler has run there; the C-level handler (or the watcher, from the
+        wakeup pipe) records it within milliseconds. None when no stop signal comes: the error was not a stop."""
+        deadline = time.monotonic() + grace_s
+        while True:
+            signum = self.signum or self.seen
+            if signum is not None or time.monotonic() >= deadline:
+                return signum
+            time.sleep(0.01)
 
     def exit(self, signum, how=None):
         """Print the one line, end the DataLoader workers and leave with 128 + signum, skipping interpreter
@@ -198,6 +216,8 @@ def stop_on_signal(prog):
     except BaseException as e:
         signum = requested() or (e.signum if isinstance(e, Interrupted) else
                                  signal.SIGINT if isinstance(e, KeyboardInterrupt) else None)
+        if signum is None and handler is not None:
+            signum = handler.arriving()  # a worker ended by the same signal can raise before its handler ran
         if signum is None or handler is None:
             raise
         handler.exit(signum)

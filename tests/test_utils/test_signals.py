@@ -88,6 +88,30 @@ def test_signal_stops_at_next_safe_point(sig):
     assert lines == [f"demo: stopped by {signal.Signals(sig).name}; nothing on disk"], err
 
 
+@pytest.mark.parametrize("signalled", [True, False])
+def test_an_error_that_outruns_its_stop_signal(signalled):
+    """A signal to the process group ends a DataLoader worker as well, and PyTorch's SIGCHLD handler can raise
+    ("DataLoader worker ... is killed by signal: Terminated") in the main thread before the SIGTERM's own handler
+    ran there (seen once in a checkpoint save). Raised here with the SIGTERM still 50 ms away: still the one stop
+    line and 143. Without a signal on its way the same error keeps its traceback (a real crash)."""
+    p = _snippet("import os, signal, threading, time\n"
+                 "from utils import signals\n"
+                 "signals.install('demo')\n"
+                 "signals.describe_on_disk(lambda: 'nothing on disk')\n"
+                 "with signals.stop_on_signal('demo'):\n"
+                 "    print('ready', flush=True)\n"
+                 f"    if {signalled}:\n"
+                 "        threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGTERM)).start()\n"
+                 "    raise RuntimeError('DataLoader worker (pid 1) is killed by signal: Terminated.')\n")
+    _wait_ready(p)
+    out, err = p.communicate(timeout=30)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    if signalled:
+        assert p.returncode == 143 and lines == ["demo: stopped by SIGTERM; nothing on disk"], (p.returncode, err)
+    else:
+        assert p.returncode == 1 and "Traceback" in err and "killed by signal" in err, (p.returncode, err)
+
+
 def test_second_signal_ends_a_stuck_process_at_once():
     """The main thread never reaches a safe point (here it sleeps; in real life a hung collective or a long kernel):
     the first Ctrl-C is only recorded, the second ends the process within a second, with exit 130 and one line."""
