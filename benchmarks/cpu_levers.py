@@ -5,7 +5,7 @@
 
 Training step (the trainer's: forward, loss, backward, clip + optimizer, EMA; --multi_tensor_optimizer and
 --bbox_iou_optim on, as on CPU they change no number) for these variants (any '+' combination of the levers
-cl, bf16, compile, 1thread can be asked for, e.g. --variants 1thread cl+1thread):
+cl, bf16, compile, 1thread, fill can be asked for, e.g. --variants 1thread cl+1thread):
   fp32        the default: fp32, NCHW, all intra-op threads
   cl          channels_last model and input
   clin        channels_last input only (the layout spreads from the first convolution; the weights stay NCHW)
@@ -15,6 +15,9 @@ cl, bf16, compile, 1thread can be asked for, e.g. --variants 1thread cl+1thread)
   bf16+cl+compile
   1thread     fp32 with one intra-op thread (the other core free for a loader worker)
   bf16+cl+1thread
+  fill        with torch's fill_uninitialized_memory on: every new tensor NaN-filled first, which deterministic mode
+              does by default (the official trainer's init_seeds leaves it on); every variant runs in deterministic
+              mode as train.py sets it (utils.backend.set_deterministic), without the fills unless asked
 Validation (eval forward of the BN-folded model, batch 32, no grad): fp32, cl, bf16, bf16+cl, 1thread.
 
 Variants are timed in alternating blocks (round robin), so load from others on a shared machine hits all alike;
@@ -45,7 +48,7 @@ TRAIN_VARIANTS = ["fp32", "cl", "clin", "bf16", "bf16+cl", "bf16+clin", "compile
 VAL_VARIANTS = ["fp32", "cl", "clin", "bf16", "bf16+cl", "bf16+clin", "1thread"]
 
 
-TOKENS = {"fp32", "cl", "clin", "bf16", "compile", "1thread"}
+TOKENS = {"fp32", "cl", "clin", "bf16", "compile", "1thread", "fill"}
 
 
 def variant(name):
@@ -59,7 +62,7 @@ def _spec(name):
     parts = set(name.split("+"))
     layout = True if "cl" in parts else "input" if "clin" in parts else False
     return {"channels_last": layout, "bf16": "bf16" in parts, "compiled": "compile" in parts,
-            "threads": 1 if "1thread" in parts else None}
+            "threads": 1 if "1thread" in parts else None, "fill": "fill" in parts}
 
 
 def cpu_name():
@@ -84,6 +87,17 @@ def threads(n):
         torch.set_num_threads(saved)
 
 
+@contextlib.contextmanager
+def uninitialized_fill(on):
+    """Deterministic mode's NaN fill of new tensors on or off while a variant runs."""
+    saved = torch.utils.deterministic.fill_uninitialized_memory
+    torch.utils.deterministic.fill_uninitialized_memory = on
+    try:
+        yield
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = saved
+
+
 def train_steps(cfg, bs, img, variants):
     from benchmarks.speed_steps import make_train_step
     dev = torch.device("cpu")
@@ -92,7 +106,7 @@ def train_steps(cfg, bs, img, variants):
         s = _spec(name)
         step, _ = make_train_step(cfg, bs, img, dev, amp=s["bf16"], flags=True, channels_last=s["channels_last"],
                                   amp_dtype=torch.bfloat16 if s["bf16"] else None, compiled=s["compiled"])
-        steps[name] = (step, s["threads"])
+        steps[name] = (step, s["threads"], s["fill"])
     return steps
 
 
@@ -117,7 +131,7 @@ def val_forwards(cfg, bs, img, variants):
         def fwd(i, model=model, xi=xi, bf16=s["bf16"]):
             with torch.no_grad(), backend.autocast(dev, enabled=bf16, dtype=torch.bfloat16 if bf16 else None):
                 model(xi)
-        fns[name] = (fwd, s["threads"])
+        fns[name] = (fwd, s["threads"], s["fill"])
     return fns
 
 
@@ -126,8 +140,8 @@ def time_round_robin(fns, rounds, iters, warmup):
     counters = {k: 0 for k in fns}
 
     def call(name):
-        fn, n_threads = fns[name]
-        with threads(n_threads):
+        fn, n_threads, fill = fns[name]
+        with threads(n_threads), uninitialized_fill(fill):
             fn(counters[name])  # the iteration: training steps cycle through 3 batches
         counters[name] += 1
 
@@ -168,10 +182,12 @@ def parse_opt(argv=None):
 def main(opt):
     from utils.log import LOGGER
     LOGGER.setLevel(logging.WARNING)
+    backend.set_deterministic()  # as train.py runs its steps
     configs = [(c, opt.img) for c in opt.cfg] if opt.cfg else \
         [("yolov5n.yaml", 320), ("yolov5s.yaml", 320), ("yolov5s.yaml", 640)]
     info = {"cpu": cpu_name(), "cores": os.cpu_count(), "threads": torch.get_num_threads(), "torch": torch.__version__,
-            "native_bf16": backend.cpu_has_native_bf16(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+            "native_bf16": backend.cpu_has_native_bf16(), "deterministic": True,
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
             "time": time.strftime("%Y-%m-%d %H:%M:%S"),
             "command": command_line()}
     print(f"CPU levers: {info}")

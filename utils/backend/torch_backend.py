@@ -70,9 +70,18 @@ def require_pytorch(purpose):
 def set_deterministic():
     """torch.use_deterministic_algorithms(True, warn_only=True) without its import of torch._inductor (1.6 s of a
     2-core machine's start-up, for a compiler training does not use): the same framework flag, and Inductor's
-    deterministic mode set where it is loaded already, else through the variable it reads when it loads."""
+    deterministic mode set where it is loaded already, else through the variable it reads when it loads.
+    Deterministic mode also NaN-fills every new tensor before its kernel writes it (torch's
+    fill_uninitialized_memory, a debugging aid against kernels that read memory they never wrote), about 2,300
+    tensors a yolov5n step: on a 2-core Zen 4 the fills made a bf16 channels_last step 12% slower at yolov5n 320
+    and 8% at yolov5s 640 (benchmarks/cpu_levers.py, variant fill: cpu_levers_20261129T*_fill.json). No kernel
+    or code of a step reads memory it did not write, so the fill is off: the numbers are the same to the bit
+    (tests/test_backend/test_deterministic_fill.py). The official trainer keeps it on; on a GPU each fill is a
+    kernel launch.
+    """
     with contextlib.suppress(Exception):
         torch._C._set_deterministic_algorithms(True, warn_only=True)
+        torch.utils.deterministic.fill_uninitialized_memory = False
         inductor_config = sys.modules.get("torch._inductor.config")
         if inductor_config is not None:
             inductor_config.deterministic = True
