@@ -27,6 +27,11 @@ TITLES = {
                   "Forward and backward of the whole model on a channels_last batch, median ms of alternating steps: "
                   "oneDNN's channels_last gradients (native), the weight gradient of 3x3 convolutions on inputs of at "
                   "most 80x80 pixels from NCHW copies (nchw), of every 3x3 (nchw-all). x: native over the policy."),
+    "loss_reads": ("The loss's reads of the head maps (`loss_reads.py`)",
+                   "The loss's forward and backward on random maps of the three levels (batch 16, 200 targets), "
+                   "median ms of alternating runs: plain indexing of each map's fp32 copy (the formulation before, "
+                   "OneFlow's) against head_reads, whose backward writes the map's gradient once. x: plain over "
+                   "head_reads; bit-equal: the same loss and map gradients."),
     "speed": ("Kernels and steps (`speed.py`)", "Training step with `--bbox_iou_optim --multi_tensor_optimizer` "
                                                 "against without (x: times faster)."),
     "launches": ("Launches per training step (`launches.py`)",
@@ -199,6 +204,15 @@ def conv_grad_rows(doc):
     return ["step", "oneDNN / ATen ISA", "policy", ">ms", ">x"], rows
 
 
+def loss_reads_rows(doc):
+    rows = []
+    for r in doc.get("rows") or []:
+        ms = r.get("ms") or {}
+        rows.append([f"{_cfg_name(r)} {r.get('img')} b{r.get('batch')}", r.get("dtype"), num(ms.get("plain"), 1),
+                     num(ms.get("head_reads"), 1), num(r.get("x"), 2, "x"), "yes" if r.get("bit_equal") else "no"])
+    return ["loss of", "maps", ">plain ms", ">head_reads ms", ">x", "bit-equal"], rows
+
+
 def speed_rows(doc):
     info = doc.get("info") or {}
     rows = [[f"{info.get('device', '?')} b{r.get('batch')}", "AMP" if r.get("amp") else "fp32",
@@ -351,7 +365,9 @@ def generic_rows(doc):
 
 
 ROWS = {"compare_train": compare_train_rows, "gpu_kit": gpu_kit_rows, "train_clock": train_clock_rows,
-        "loader": loader_rows, "cpu_levers": cpu_levers_rows, "conv_grad": conv_grad_rows, "speed": speed_rows,
-        "launches": launches_rows, "demo": demo_rows, "learning_study": learning_study_rows, "step_profile": step_profile_rows,
+        "loader": loader_rows, "cpu_levers": cpu_levers_rows, "conv_grad": conv_grad_rows,
+        "loss_reads": loss_reads_rows, "speed": speed_rows,
+        "launches": launches_rows, "demo": demo_rows, "learning_study": learning_study_rows,
+        "step_profile": step_profile_rows,
         "sliced_vs_sahi": sliced_vs_sahi_rows, "sliced_demo": sliced_demo_rows, "twin_replay": twin_replay_rows}
 SECTIONS = {"learning_study": learning_study_section}  # kinds with more than one table

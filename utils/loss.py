@@ -16,7 +16,7 @@ needs.
 """
 from dataclasses import dataclass, fields
 
-from utils.backend import F, nn, torch
+from utils.backend import F, head_reads, nn, torch
 from utils.iou import ciou_function
 
 __all__ = ["ComputeLoss", "LossHyp", "FocalLoss", "smooth_BCE", "pad_targets"]
@@ -138,16 +138,18 @@ class ComputeLoss:
         """p: list of nl raw maps (bs, na, ny, nx, 5 + nc); targets: (n, 6) [image, class, x, y, w, h] normalised
         (rows with a negative image index are padding). Under autocast the maps may be fp16/bf16: the loss itself
         is computed in fp32 (bf16 keeps only 8 bits of mantissa, too coarse for box offsets and IoUs)."""
-        p = [pi.float() for pi in p]  # no copy for fp32 maps
         *_, sizes, bases = self._grid(p)
-        tobj = torch.zeros(bases[-1] + 1, dtype=p[0].dtype, device=p[0].device)  # all levels + one spare element
+        tobj = torch.zeros(bases[-1] + 1, dtype=torch.float32, device=p[0].device)  # all levels + one spare element
         if targets.shape[0]:  # a host-side shape, not a value: no sync
-            lbox, lcls = self._matched_losses(p, targets, tobj)
+            cand = self._candidates(p, targets)
+            objs, rows = zip(*(head_reads(pi, idx.reshape(-1)) for pi, idx in zip(p, cand["gather"])))
+            lbox, lcls = self._matched_losses(rows, cand, tobj)
         else:  # no targets: box and class losses are 0 (and OneFlow's kernels dislike zero-size candidates)
+            objs = [pi.float()[..., 4] for pi in p]
             lbox, lcls = torch.zeros(1, device=self.device), torch.zeros(1, device=self.device)
         lobj = torch.zeros(1, device=self.device)
-        for i, pi in enumerate(p):
-            obji = self.BCEobj(pi[..., 4], tobj[bases[i]:bases[i] + sizes[i]].view(pi.shape[:4]))
+        for i, obj_logits in enumerate(objs):
+            obji = self.BCEobj(obj_logits, tobj[bases[i]:bases[i] + sizes[i]].view(obj_logits.shape))
             lobj = lobj + obji * self.balance[i]
             if self.autobalance:
                 self.balance[i] = self.balance[i] * 0.9999 + 0.0001 / obji.detach().item()
@@ -159,16 +161,14 @@ class ComputeLoss:
         bs = p[0].shape[0]
         return (lbox + lobj + lcls) * bs, torch.cat((lbox, lobj, lcls)).detach()
 
-    def _matched_losses(self, p, targets, tobj):
-        """Box and class losses (each (1,)) of all candidate matches at once; writes the objectness targets into
-        the flat buffer tobj."""
+    def _matched_losses(self, rows, cand, tobj):
+        """Box and class losses (each (1,)) of all candidate matches at once, from rows (per level, the fp32
+        prediction at every candidate's cell; invalid candidates read cell 0: harmless); writes the objectness
+        targets into the flat buffer tobj."""
         nl, na, nc = self.nl, self.na, self.nc
-        cand = self._candidates(p, targets)
         valid, invalid = cand["valid"], cand["invalid"]  # (nl, 5, na, nt)
-        count = valid.sum((1, 2, 3)).clamp(min=1).to(p[0].dtype)  # matches per level (1 where none: sums are 0)
-        # predictions at every candidate's cell, one gather per level (invalid candidates read cell 0: harmless)
-        ps = torch.stack([pi.reshape(-1, pi.shape[-1]).index_select(0, idx.reshape(-1))
-                          for pi, idx in zip(p, cand["gather"])])
+        count = valid.sum((1, 2, 3)).clamp(min=1).to(torch.float32)  # matches per level (1 where none: sums are 0)
+        ps = torch.stack(rows)
         ps = ps.view(nl, 5, na, -1, ps.shape[-1])
         pxy = ps[..., 0:2].sigmoid() * 2 - 0.5  # centre offset in (-0.5, 1.5): neighbour cells can reach the target
         pwh = (ps[..., 2:4].sigmoid() * 2) ** 2 * cand["anchors"]  # size in (0, 4) anchors: matches anchor_t = 4

@@ -25,6 +25,9 @@ FUNCTION_SET = {
     # fused and multi-tensor paths (--bbox_iou_optim, --multi_tensor_optimizer)
     "fused_ciou": "(implementation name, fn(box1, box2, xywh, eps) or None) of the fused CIoU for a device",
     "compiled_ciou": "the torch.compile CIoU function, or None where the framework cannot compile",
+    # the loss
+    "head_reads": "a level map's objectness logits and the rows at given cells, in fp32 (the map's gradient "
+                  "written once where the framework allows)",
     "ema_impl": "which EMA update runs for these tensors and flag: 'oneflow-multi-tensor', 'foreach' or 'loop'",
     "ema_update_": "ema = d * ema + (1 - d) * model over tensor lists, in place, fused when the flag asks",
     "optimizer_kwargs": "constructor arguments that make an optimizer step all tensors at once",

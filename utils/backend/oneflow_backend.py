@@ -214,6 +214,12 @@ def compiled_ciou():
     return None
 
 
+def head_reads(pi, idx):
+    """The loss's reads of a level map as plain indexing of its fp32 copy (autograd builds the gradient)."""
+    pf = pi.float()
+    return pf[..., 4], pf.reshape(-1, pf.shape[-1]).index_select(0, idx)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Multi-tensor EMA and optimizer: flow._C.multi_tensor_yolov5_weight_update and the optimizers' fused=True, both
 # CUDA fp32 only (on the CPU OneFlow has no kernel and would only warn).

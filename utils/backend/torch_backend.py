@@ -26,6 +26,7 @@ except Exception as e:
                        "(CPU build) or set YOLO_BACKEND=oneflow.") from e
 
 from utils.backend.torch_ciou import ciou_compiled, load_triton_ciou  # noqa: E402  (imports torch: after the check)
+from utils.backend.torch_head_reads import head_reads  # noqa: E402, F401  (the function set's head_reads)
 
 BatchNorm2d = torch.nn.BatchNorm2d
 
