@@ -240,3 +240,20 @@ def test_tier_device_swaps_only_when_asked(monkeypatch):
     assert tier_device().type == "cpu"
     with pytest.raises(pytest.skip.Exception, match="no CPU counterpart"):
         tier_device(cpu_ok=False)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_head_reads_gradient_equals_plain_indexing(dtype):
+    """The loss's head-map reads (utils/backend/torch_head_reads.py) on the GPU: its sort, cummax, index_add_ and
+    index_put_ give the values and the map gradient of plain indexing of an fp32 copy, to the bit, in the trainer's
+    deterministic mode (fp16: the map dtype CUDA AMP gives the loss)."""
+    from tests.test_backend.test_head_reads import _case, _run, plain
+    from tests.test_backend.test_deterministic_fill import deterministic_mode
+    from utils.backend import head_reads
+    dev = tier_device()
+    pi, idx, w_obj, w_rows = (t.to(dev) for t in _case(getattr(torch, dtype), 60))
+    with deterministic_mode(fill=False):
+        ref = _run(plain, pi, idx, w_obj, w_rows)
+        got = _run(head_reads, pi, idx, w_obj, w_rows)
+    for a, b in zip(ref, got):
+        assert a.device.type == dev.type and torch.equal(a, b)

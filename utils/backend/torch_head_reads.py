@@ -9,7 +9,8 @@ MB of memory traffic a step for a gradient that is one channel plus a few thousa
 two reads without the fp32 copy, and its backward writes the gradient once: a zero map, the objectness gradient
 into channel 4, then each read cell's row.
 
-The gradient is the one autograd made, to the bit: where several candidates read one cell, their row gradients
+The gradient is the one autograd made, to the bit, in the deterministic mode train.py sets (outside it the two were
+seen to differ in the last bits now and then): where several candidates read one cell, their row gradients
 are summed in fp32 in the order index_add_ sums them (candidate order, from zero), the objectness gradient is added
 to that sum, and the total is rounded to the map's dtype once. (Only the sign of a zero gradient can differ.)
 """
