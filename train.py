@@ -19,10 +19,11 @@ ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
-from utils import signals  # noqa: E402
+from utils import plot_jobs, signals  # noqa: E402
 
 if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on is only recorded (utils/signals.py)
     signals.install("train")
+    plot_jobs.fork_early(sys.argv[1:])  # the plot helpers, while this process is small (utils/plot_jobs.py)
 
 from utils.cli_flags import (FlagParser, add_amp_flags, add_cache_flag, image_size, nonnegative_int,  # noqa: E402
                              positive_int, run_from_defaults, train_batch_size)

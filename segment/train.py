@@ -23,10 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if sys.path[:1] != [str(ROOT)]:
     sys.path.insert(0, str(ROOT))
 
-from utils import signals  # noqa: E402
+from utils import plot_jobs, signals  # noqa: E402
 
 if __name__ == "__main__":  # before the framework import: a Ctrl-C from here on is only recorded (utils/signals.py)
     signals.install("train")
+    plot_jobs.fork_early(sys.argv[1:])  # the plot helpers, while this process is small (utils/plot_jobs.py)
 
 import train as detection_train  # noqa: E402  (the flags and new-run checks, shared with train.py)
 from utils.cli_flags import run_from_defaults  # noqa: E402

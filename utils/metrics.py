@@ -16,9 +16,19 @@ from pathlib import Path
 import numpy as np
 
 from utils.atomic_files import save_figure
-from utils.iou import bbox_iou  # noqa: F401  (ultralytics users import it from here)
 from utils.plot_jobs import inline
 from utils.plots import pyplot
+
+
+def __getattr__(name):
+    """`from utils.metrics import bbox_iou`, as ultralytics users write it, without importing the framework with this
+    module: the plot helpers unpickle the curve and confusion-matrix drawings from here, and forked before the
+    framework's import (utils/plot_jobs.fork_early) they would otherwise import it too (1.6 s of CPU each)."""
+    if name == "bbox_iou":
+        from utils.iou import bbox_iou
+        return bbox_iou
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _trapz = getattr(np, "trapezoid", None) or np.trapz  # numpy 2 renamed trapz
 MATRIX_CELLS = 100  # classes per side drawn one cell each; above, cells are class ranges (about 100 per side)

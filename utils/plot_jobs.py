@@ -8,17 +8,21 @@ caller goes on, a helper writes the file. wait() blocks until every drawing hand
 before its closing line (and on the way out of a failed run), validation before it returns, so every file is there
 when the caller looks.
 
-The helpers are forked once, when the first drawing is submitted (early in a run, while the heap is small: a child
-forked later from a multi-gigabyte training process makes the parent copy every page it writes while the child
-lives), and they import matplotlib themselves. Drawings get host data only (numpy arrays, numbers, paths; the
+The helpers are forked once: by train.py and segment/train.py before they import the framework (fork_early), else
+when the first drawing is submitted (early in a run, while the heap is small: a child forked later from a
+multi-gigabyte training process makes the parent copy every page it writes while the child lives); they import
+matplotlib themselves and run at a lower priority than the trainer. Drawings get host data only (numpy arrays, numbers, paths; the
 caller converts tensors first) and never call the framework. Without fork (Windows) or with YOLO_PLOT_PROCESSES=0
 each drawing happens inline when submitted, as the official code draws. A drawing that fails is one warning, never a
 failed run. A helper ends with the process that started it, however that one ends (SIGKILL included: see
 utils/child_processes.py); before, a helper blocked on its own queue outlived a killed trainer for good.
 """
+import atexit
+import contextlib
 import multiprocessing
 import os
 import pickle
+import signal
 
 from utils.child_processes import ParentLink
 from utils.log import LOGGER
@@ -26,6 +30,7 @@ from utils.plots import pyplot
 from utils.settings import PLOT_PROCESSES
 
 HELPERS = 2  # the end of a validation hands over five figures at once: two draw side by side
+HELPER_NICENESS = 10
 # Drawing time of the heavy figures relative to a curve (about 0.3 s on a 2-core machine): a drawing goes to the
 # helper with the least work queued, so that the confusion matrix handed over with eight curves at the end of a
 # segmentation validation does not wait behind four of them.
@@ -44,9 +49,17 @@ def _serve(jobs, answers, warm_matplotlib=True, parent=None):
     """A helper: draw each (what, fn, args, kwargs) received, answer (what, error or ''), stop at None.
     warm_matplotlib: import it first, while the run is busy elsewhere (else the first drawing that needs it does).
     parent: the ParentLink made before the fork; the helper dies with that process. (The queue cannot tell: the
-    helper holds the queue's write end itself, so its reads never see an end of file.)"""
+    helper holds the queue's write end itself, so its reads never see an end of file.) A helper runs at a lower
+    priority: while training, the trainer and its loader workers are what the run waits for, and the drawings fill
+    the idle time; at the end, when the run waits for the drawings, nothing else competes for the CPU."""
     if parent is not None:
         parent.hold()
+    # the trainer's stop handlers (utils/signals.py) only record a signal: a helper ends on SIGTERM (its parent's or
+    # multiprocessing's exit handler ending it) and leaves Ctrl-C to the trainer, which then closes it
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(OSError, AttributeError):
+        os.nice(HELPER_NICENESS)
     if warm_matplotlib:
         try:
             pyplot()  # matplotlib with the Agg backend, once
@@ -59,8 +72,9 @@ def _serve(jobs, answers, warm_matplotlib=True, parent=None):
             break
         if job is None:
             break
-        what, fn, args, kwargs = pickle.loads(job)
+        what, payload = job
         try:
+            fn, args, kwargs = pickle.loads(payload)  # imports the drawing's module here if it is not yet
             fn(*args, **kwargs)
             answers.send((what, ""))
         except Exception as e:
@@ -80,13 +94,16 @@ class _Helper:
         self.process.start()
         child.close()
         self.pending = []  # what, in the order handed over
+        self.early = False  # forked by fork_early, before the script's own definitions
 
     def queued_work(self):
         return sum(COSTS.get(what, 1.0) for what in self.pending)
 
-    def send(self, job):
-        self.jobs.put(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))  # pickled here: a job that cannot be
-        # pickled raises in the caller (in the queue's feeder thread it would be lost, and wait() would never end)
+    def send(self, what, fn, args, kwargs):
+        payload = pickle.dumps((fn, args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)  # pickled here: a job that
+        # cannot be pickled raises in the caller (in the queue's feeder thread it would be lost, and wait() would
+        # never end); the name travels apart, so a drawing the helper cannot unpickle is still answered by name
+        self.jobs.put((what, payload))
 
     def collect(self, block):
         """Answers received so far (all pending ones when block): [(what, error)]."""
@@ -117,6 +134,10 @@ class _Helper:
         self.process.join(timeout=5)
         if self.process.is_alive():
             self.process.terminate()
+            self.process.join(timeout=1)
+        if self.process.is_alive():  # a SIGTERM that came before it reset the trainer's handler was only recorded
+            self.process.kill()
+            self.process.join(timeout=1)
         self.jobs.close()
         self.jobs.join_thread()
         self.conn.close()
@@ -136,9 +157,11 @@ class PlotJobs:
         self._helpers = []
 
     def start(self):
-        """Fork the helpers now if they are due and not started yet. A caller about to grow its heap (a validation
-        before its first batch) starts them while it is small: every page it writes after the fork stays a private
+        """Start the helpers now if they are due and not started yet (those fork_early made, where it did). A caller
+        about to grow its heap (a validation before its first batch) starts them while it is small: every page it writes after the fork stays a private
         copy in each helper (forked after the first batch at 640, the two held 1.5 GB between them)."""
+        if self.processes and not self._helpers:
+            self._helpers = _take_early_helpers()
         if self.processes and not self._helpers:
             try:
                 self._helpers = [_Helper(self.warm_matplotlib) for _ in range(HELPERS)]
@@ -154,8 +177,10 @@ class PlotJobs:
         helper = min(self._helpers, key=_Helper.queued_work)
         if not helper.process.is_alive():
             return inline(what, fn, *args, **kwargs)  # gone: draw it here
+        if helper.early and getattr(fn, "__module__", None) == "__main__":
+            return inline(what, fn, *args, **kwargs)  # forked before the script defined it: not to be found there
         try:
-            helper.send((what, fn, args, kwargs))
+            helper.send(what, fn, args, kwargs)
         except (OSError, ValueError, TypeError, AttributeError) as e:  # not picklable: draw it here
             LOGGER.debug(f"{what} drawn inline ({e})")
             return inline(what, fn, *args, **kwargs)
@@ -177,3 +202,56 @@ class PlotJobs:
             for what, err in batch:
                 if err:
                     LOGGER.warning(f"WARNING ⚠️ {what} not plotted: {err}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Helpers forked at a training script's start
+_EARLY = []
+
+
+def fork_early(argv):
+    """A training script calls this first thing, before the framework is imported: the helpers are forked from a
+    small process that holds no framework, and import matplotlib (about 0.5 s of CPU each) on the core the
+    framework's import leaves idle instead of beside the first training steps. Forked later, each carried the
+    trainer's pages: in a yolov5n 320 run their resident sizes were 260 and 330 MB, forked early 70 and 150 MB.
+    Drawings reach them as pickled references to their functions, which import their modules there: those modules
+    import no framework (a tensor argument would: callers hand numpy arrays). The first PlotJobs of the process
+    takes them over; a run that draws nothing (--noplots,
+    --evolve, a DDP rank other than 0, YOLO_PLOT_PROCESSES=0) gets none, and helpers nobody took end with the
+    process. argv: the script's arguments (only --noplots and --evolve are looked for)."""
+    flags = {a.split("=", 1)[0] for a in argv}
+    rank = os.environ.get("RANK", os.environ.get("LOCAL_RANK", "-1"))
+    if (_EARLY or not hasattr(os, "fork") or not PLOT_PROCESSES.get() or flags & {"--noplots", "--evolve"}
+            or rank not in ("-1", "0")):
+        return
+    try:
+        for _ in range(HELPERS):
+            _EARLY.append(_Helper(warm_matplotlib=True))
+            _EARLY[-1].early = True
+    except OSError:  # no process slots: PlotJobs forks (or draws inline) later, as without this
+        _discard_early_helpers()
+    atexit.register(_kill_untaken_helpers)  # before multiprocessing's exit handler, which would wait for them
+
+
+def _kill_untaken_helpers():
+    """At exit, the early helpers no PlotJobs took (a run that failed before training): they hold nothing, and one
+    still starting may not end on multiprocessing's SIGTERM (it has the trainer's handler until it resets it)."""
+    for h in _EARLY:
+        with contextlib.suppress(Exception):
+            h.process.kill()
+            h.process.join(timeout=2)
+    _EARLY.clear()
+
+
+def _take_early_helpers():
+    """The early helpers that are still alive (each one at most once); the others are closed."""
+    alive = [h for h in _EARLY if h.process.is_alive()]
+    _discard_early_helpers(keep=alive)
+    return alive
+
+
+def _discard_early_helpers(keep=()):
+    for h in _EARLY:
+        if h not in keep:
+            h.close()
+    _EARLY.clear()

@@ -81,14 +81,22 @@ class Annotator:
         return self.im
 
 
+def _host_array(x, as_float=False):
+    """x as a numpy array. The framework is asked only for a framework tensor (whose framework is loaded already):
+    a plot helper, forked before the framework's import, draws numpy arrays and never imports it."""
+    if isinstance(x, np.ndarray):
+        return x
+    from utils.backend import to_numpy  # framework choice
+    return to_numpy(x.float() if as_float and hasattr(x, "float") else x)
+
+
 def feature_visualization(x, module_type, stage, n=32, save_dir=Path("runs/detect/exp")):
     """detect.py --visualize: the first n channels of one layer's output for the first image, drawn 8 a row into
     stage{stage}_{module}_features.png (dpi 300), and that image's whole output saved beside it as .npy, as
     ultralytics names and writes them. The Detect head and 1-pixel maps are skipped."""
     if "Detect" in module_type or "Segment" in module_type:
         return None
-    from utils.backend import to_numpy  # framework choice: plot processes never load a framework; only this does
-    maps = to_numpy(x[0].float() if hasattr(x[0], "float") else x[0])
+    maps = _host_array(x[0], as_float=True)
     channels, height, width = maps.shape
     if height <= 1 or width <= 1:
         return None
@@ -140,10 +148,9 @@ def save_one_box(xyxy, im, file=Path("im.jpg"), gain=1.02, pad=10, square=False,
 
 def output_to_target(output, max_det=300):
     """NMS output list of (n,6) [xyxy, conf, cls] -> (N,7) numpy [batch_id, cls, x, y, w, h, conf] for plot_images."""
-    from utils.backend import to_numpy  # framework choice: drawing processes load none
     targets = []
     for i, o in enumerate(output):
-        o = to_numpy(o[:max_det])[:, :6] if not isinstance(o, np.ndarray) else o[:max_det, :6]
+        o = _host_array(o[:max_det])[:, :6]
         box, conf, cls = o[:, :4], o[:, 4:5], o[:, 5:6]
         j = np.full((len(o), 1), i, dtype=np.float32)
         targets.append(np.concatenate((j, cls, xyxy2xywh(box), conf), 1))
@@ -153,10 +160,7 @@ def output_to_target(output, max_det=300):
 def images_as_drawn(images, max_subplots=16):
     """The first max_subplots images of a batch (B,3,H,W) tensor/array (uint8 pixels, or floats 0-255 or 0-1) as the
     uint8 pixels plot_images draws: what to hand a drawing process (a quarter of the float batch's bytes)."""
-    from utils.backend import to_numpy  # framework choice: drawing processes load none
-    images = images[:max_subplots]
-    images = images if isinstance(images, np.ndarray) else to_numpy(images.float() if hasattr(images, "float")
-                                                                     else images)
+    images = _host_array(images[:max_subplots], as_float=True)
     if images.dtype == np.uint8:
         return images
     images = images.astype(np.float32)
@@ -168,9 +172,8 @@ def images_as_drawn(images, max_subplots=16):
 def plot_images(images, targets, paths=None, fname="images.jpg", names=None, max_size=1920, max_subplots=16):
     """Mosaic of a batch with its boxes. images (B,3,H,W) tensor/array (0-255 or 0-1); targets (N,6) labels
     [img, cls, xywh (normalized or pixels)] or (N,7) predictions with conf as the last column."""
-    from utils.backend import to_numpy  # framework choice: drawing processes load none
     images = images_as_drawn(images, max_subplots)
-    targets = targets if isinstance(targets, np.ndarray) else to_numpy(targets)
+    targets = _host_array(targets)
     bs, _, h, w = images.shape
     bs = min(bs, max_subplots)
     ns = int(np.ceil(bs ** 0.5))  # grid side

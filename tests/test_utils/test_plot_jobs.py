@@ -182,3 +182,90 @@ def test_helpers_import_matplotlib_at_start_only_when_asked(tmp_path):
     # has matplotlib imported
     assert p.returncode == 0, p.stderr[-2000:]
     assert (tmp_path / "cold.txt").read_text() == "False" and (tmp_path / "warm.txt").read_text() == "True"
+
+
+_EARLY_SCRIPT = r'''
+import json, sys
+from pathlib import Path
+from utils import plot_jobs
+plot_jobs.fork_early(sys.argv[2:])
+early = [h.process.pid for h in plot_jobs._EARLY]
+import utils.backend  # the framework comes after the fork, as in train.py
+from tests.helpers.plot_probe import report
+from utils.metrics import ConfusionMatrix
+out = Path(sys.argv[1])
+
+
+def defined_in_main(path):  # the helpers were forked before this existed: drawn here instead
+    Path(path).write_text("inline")
+
+
+jobs = plot_jobs.PlotJobs()
+for i in range(4):
+    jobs.submit(f"probe{i}", report, out / f"probe{i}.json")
+jobs.submit("confusion_matrix.png", ConfusionMatrix(nc=3).plot, save_dir=out, names=["a", "b", "c"])
+jobs.submit("main.txt", defined_in_main, out / "main.txt")
+jobs.submit("probe4", report, out / "probe4.json")
+jobs.close()
+(out / "early.json").write_text(json.dumps(early))
+'''
+
+
+_UNADOPTED_SCRIPT = r'''
+import json, sys
+from utils import plot_jobs, signals
+signals.install("train")  # as train.py: a SIGTERM is only recorded, unless the process resets it
+plot_jobs.fork_early([])
+json.dump([h.process.pid for h in plot_jobs._EARLY], open(sys.argv[1], "w"))
+'''
+
+
+@FORK
+def test_early_helpers_nobody_takes_end_with_the_script(tmp_path):
+    """A run that fails before its trainer takes the helpers over (a flag error, a locked run folder) exits at once:
+    multiprocessing's exit handler ends the helpers with SIGTERM, which they do not ignore."""
+    import json
+    import subprocess
+    import sys
+    from tests.helpers.process_helpers import ROOT, alive
+    script, pids = tmp_path / "unadopted.py", tmp_path / "pids.json"
+    script.write_text(_UNADOPTED_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "YOLO_TEST_ZYGOTE": "off"}
+    env.pop("YOLO_PLOT_PROCESSES", None)
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, str(script), str(pids)], check=True, env=env, cwd=ROOT, timeout=60)
+    assert time.monotonic() - t0 < 30
+    helpers = json.loads(pids.read_text())
+    assert len(helpers) == HELPERS
+    deadline = time.monotonic() + 5
+    while any(alive(p) for p in helpers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(p) for p in helpers)
+
+
+@FORK
+@pytest.mark.parametrize("argv", [[], ["--noplots"], ["--evolve", "3"]])
+def test_helpers_forked_early_hold_no_framework_and_run_niced(tmp_path, argv):
+    """fork_early (train.py's first step): two helpers forked before the framework import draw every later job,
+    curves and matrix included, without importing the framework, at a lower priority; a function defined after
+    the fork is drawn inline; a run that draws nothing forks none (PlotJobs forks its own then)."""
+    import json
+    import subprocess
+    import sys
+    from tests.helpers.process_helpers import ROOT
+    script = tmp_path / "early.py"
+    script.write_text(_EARLY_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "YOLO_TEST_ZYGOTE": "off"}  # a fresh interpreter: no framework yet
+    env.pop("YOLO_PLOT_PROCESSES", None)
+    subprocess.run([sys.executable, str(script), str(tmp_path), *argv], check=True, env=env, cwd=ROOT, timeout=120)
+    early = json.loads((tmp_path / "early.json").read_text())
+    probes = [json.loads((tmp_path / f"probe{i}.json").read_text()) for i in range(5)]
+    assert (tmp_path / "confusion_matrix.png").stat().st_size > 0 and (tmp_path / "main.txt").read_text() == "inline"
+    pids = {p["pid"] for p in probes}
+    assert len(pids) == HELPERS and os.getpid() not in pids
+    if argv:
+        assert early == []  # nothing forked early; PlotJobs forked its helpers after the framework import
+        return
+    assert pids == set(early)  # the early helpers drew everything
+    for p in probes:
+        assert not p["framework"] and p["matplotlib"] and p["nice"] >= 10, p
