@@ -189,6 +189,20 @@ class _LogLines(logging.Handler):
         self.lines.append(record.getMessage())
 
 
+@pytest.fixture(autouse=True)
+def _project_logger_as_found():
+    """The project logger's level, propagation and switch as each test found them, put back after it. A command's
+    main() may quiet the logger for its process (the benchmarks set WARNING); a test that calls one must not leave a
+    later test on the same worker unable to read the INFO lines it checks (test_classify_predict_top5 failed so,
+    after test_conv_grad and test_loss_reads)."""
+    from utils.log import LOGGER
+    found = LOGGER.level, LOGGER.propagate, LOGGER.disabled
+    yield
+    if (LOGGER.level, LOGGER.propagate, LOGGER.disabled) != found:
+        LOGGER.setLevel(found[0])  # setLevel, not the attribute: it also clears the loggers' cache of levels
+        LOGGER.propagate, LOGGER.disabled = found[1:]
+
+
 @pytest.fixture
 def log_lines():
     """The messages the project's logger ('yolov5') gives during the test, INFO and up, as a list of strings."""

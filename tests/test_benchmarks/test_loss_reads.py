@@ -14,17 +14,12 @@ def test_benchmark_writes_equal_figures_and_restores_the_loss(tmp_path):
     from benchmarks import loss_reads
     from tests.test_backend.test_deterministic_fill import deterministic_mode
     from utils.backend import head_reads
-    from utils.log import LOGGER
     out = tmp_path / "reads.json"
-    # main() is a command: it quiets the project's logger and sets deterministic mode for its process; put both back
-    # for the tests that run after this one in the same process
-    level = LOGGER.level
-    try:
-        with deterministic_mode(fill=True):
-            rows = loss_reads.main(loss_reads.parse_opt(["--configs", "n320", "--batch", "2", "--reps", "1",
-                                                         "--json", str(out)]))
-    finally:
-        LOGGER.setLevel(level)  # setLevel, not the attribute: it also clears the logger's cache of levels
+    # main() sets deterministic mode for its process: put back for the tests after this one (conftest puts back the
+    # project logger's level, which main() also sets)
+    with deterministic_mode(fill=True):
+        rows = loss_reads.main(loss_reads.parse_opt(["--configs", "n320", "--batch", "2", "--reps", "1",
+                                                     "--json", str(out)]))
     assert loss_module.head_reads is head_reads  # the loss reads through the backend again
     doc = json.loads(out.read_text())
     assert doc["benchmark"] == "loss_reads" and doc["rows"] == rows
