@@ -28,6 +28,10 @@ SCHEMA = 1
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 NATIVE_BF16 = {"avx512_bf16", "amx_bf16"}  # either one: the CPU computes bf16 natively (else it is emulated, slower)
 VERSIONED = ("torch", "oneflow", "numpy")
+# Variables that cap the instruction sets the frameworks use (ATen's vector kernels, oneDNN): set, the machine
+# measures as a lesser CPU (how an AVX2-only CPU is emulated on a newer one), so a results file names them and counts
+# as a variant, apart from the headline figures of CPUs as they are.
+CPU_CAP_VARIABLES = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
 
 
 def utc_now():
@@ -112,13 +116,26 @@ def _relative_arg(arg):
     return f"{flag}{eq}{value}"
 
 
+def cpu_caps(environ=None):
+    """The CPU_CAP_VARIABLES set in the environment, {name: value}."""
+    environ = os.environ if environ is None else environ
+    return {k: environ[k] for k in CPU_CAP_VARIABLES if environ.get(k)}
+
+
 def run_metadata(gpu=None, argv=None):
-    """The "run" record of a measured results file: date, commit, machine, versions, command, source."""
+    """The "run" record of a measured results file: date, commit, machine, versions, command, source; and, where
+    the instruction sets were capped, the caps and a variant naming them."""
     model, flags = cpu_info()
     commit, dirty = git_commit()
-    return {"schema": SCHEMA, "date": utc_now(), "commit": commit, "local_changes": dirty,
-            "machine": {"cpu": model, "cpu_flags": flags, "cores": os.cpu_count(), "gpu": gpu or gpu_name()},
-            "versions": versions(), "command": command_line(argv), "source": "measured"}
+    run = {"schema": SCHEMA, "date": utc_now(), "commit": commit, "local_changes": dirty,
+           "machine": {"cpu": model, "cpu_flags": flags, "cores": os.cpu_count(), "gpu": gpu or gpu_name()},
+           "versions": versions(), "command": command_line(argv), "source": "measured"}
+    caps = cpu_caps()
+    if caps:
+        run["machine"]["cpu_caps"] = caps
+        run["variant"] = ("a lesser CPU emulated on both sides (" + ", ".join(f"{k}={v}" for k, v in caps.items())
+                          + ")")
+    return run
 
 
 def result_document(benchmark, figures, gpu=None, argv=None):

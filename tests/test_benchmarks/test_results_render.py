@@ -167,3 +167,23 @@ def test_run_metadata_names_the_machine_and_versions(tmp_path):
     with pytest.raises(ValueError, match="reserved"):
         results_io.result_document("loader", {"run": 1})
     assert results_io.default_path("speed", "torch_cpu", tmp_path).name.startswith("speed_torch_cpu_2")
+
+
+def test_capped_instruction_sets_make_a_named_variant(monkeypatch, tmp_path):
+    """A run measured with the frameworks' instruction sets capped (an emulated lesser CPU) says so in its run record
+    and is a variant: it never becomes the headline figure of the CPU it ran on."""
+    for k in results_io.CPU_CAP_VARIABLES:
+        monkeypatch.delenv(k, raising=False)
+    plain = results_io.run_metadata(argv=["benchmarks/compare_train.py"])
+    assert "variant" not in plain and "cpu_caps" not in plain["machine"]
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    run = results_io.run_metadata(argv=["benchmarks/compare_train.py"])
+    assert run["machine"]["cpu_caps"] == {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    assert "ATEN_CPU_CAPABILITY=avx2" in run["variant"] and "ONEDNN_MAX_CPU_ISA=AVX2" in run["variant"]
+    side = {"median_s": 10.0, "median_cpu_s": 10.0, "peak_mib": 100}
+    train = {"n320": {"cfg": "yolov5n.yaml", "img": 320, "weights": "yolov5n.pt", "official": side,
+                      "project": side, "ratio_official_over_project": 1.0}}
+    _write(tmp_path, "capped", {"benchmark": "compare_train", "run": run, "task": "detect", "train": train,
+                                "val": None})
+    assert render_results.headline_rows(render_results.load_results(tmp_path)) == []

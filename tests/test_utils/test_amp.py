@@ -35,6 +35,27 @@ def test_native_bf16_is_read_from_the_cpu_flags(monkeypatch):
 
 
 @pytest.mark.skipif(not IS_TORCH, reason="CPU autocast is a PyTorch feature")
+@pytest.mark.parametrize("var", ["ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"])
+def test_a_onednn_cap_below_bf16_means_fp32(monkeypatch, var):
+    """oneDNN capped below AVX512_CORE_BF16 (how an AVX2-only CPU is emulated on a newer one) emulates bf16: no bf16
+    by default and --amp says why, whatever the CPU's flags; a cap at or above it leaves the flags to decide."""
+    from utils import amp_check
+    from utils.backend import torch_backend
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    monkeypatch.setattr(torch_backend, "_cpu_flags", lambda: {"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
+    native = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    for cap in ("avx2", "AVX512_CORE", "avx512_core_vnni", "SSE41"):
+        monkeypatch.setenv(var, cap)
+        assert not backend.cpu_has_native_bf16(), cap
+        assert amp_check.default_request(CPU, None) is None
+        assert backend.amp_dtype(CPU, True)[0] is None
+    for cap in ("AVX512_CORE_BF16", "avx512_core_amx", "ALL", ""):
+        monkeypatch.setenv(var, cap)
+        assert backend.cpu_has_native_bf16() == native, cap
+
+
+@pytest.mark.skipif(not IS_TORCH, reason="CPU autocast is a PyTorch feature")
 def test_cpu_bf16_autocast_keeps_fp32_weights_and_gradients():
     torch.manual_seed(0)
     conv = nn.Conv2d(3, 4, 3)

@@ -121,10 +121,22 @@ def _cpu_flags():
     return read_proc_cpu_flags()
 
 
+# oneDNN's instruction-set caps (its ONEDNN_MAX_CPU_ISA, formerly DNNL_MAX_CPU_ISA) below which it has no bf16
+# dot-product instructions: under such a cap oneDNN emulates bf16 even on a CPU that has them (AVX2_VNNI_2 only
+# converts). The cap is how an AVX2-only CPU is emulated on a newer one, so the choice of dtype follows it too.
+_ONEDNN_CAPS_WITHOUT_BF16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"}
+
+
+def onednn_isa_cap():
+    """The instruction set the user capped oneDNN at (upper case), or '' when uncapped."""
+    return (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "").strip().upper()
+
+
 def cpu_has_native_bf16():
     """True when this CPU computes in bfloat16 natively (AVX512-BF16 or AMX-BF16) and oneDNN will use it. Read from
-    the CPU's flags, not guessed from a model name; without them bf16 is emulated and slower than fp32."""
-    if not ({"avx512_bf16", "amx_bf16"} & _cpu_flags()):
+    the CPU's flags, not guessed from a model name; without them (or with oneDNN capped below them) bf16 is
+    emulated and slower than fp32."""
+    if not ({"avx512_bf16", "amx_bf16"} & _cpu_flags()) or onednn_isa_cap() in _ONEDNN_CAPS_WITHOUT_BF16:
         return False
     mkldnn_bf16 = getattr(getattr(torch.ops, "mkldnn", None), "_is_mkldnn_bf16_supported", None)
     try:
