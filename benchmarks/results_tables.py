@@ -80,7 +80,9 @@ def machine(run):
     flags = m.get("cpu_flags")
     feats = ", ".join(FLAG_NAMES[f] for f in FLAG_NAMES if flags and f in flags)
     cores = f", {m['cores']} cores" if m.get("cores") else ""
-    return f"{m.get('cpu') or 'unknown CPU'}{cores}" + (f" ({feats})" if feats else "")
+    caps = m.get("cpu_caps") or {}
+    held = f", held to {' / '.join(dict.fromkeys(v.upper() for v in caps.values()))}" if caps else ""
+    return f"{m.get('cpu') or 'unknown CPU'}{cores}" + (f" ({feats}{held})" if feats or held else "")
 
 
 def day(run):

@@ -181,6 +181,7 @@ def test_capped_instruction_sets_make_a_named_variant(monkeypatch, tmp_path):
     run = results_io.run_metadata(argv=["benchmarks/compare_train.py"])
     assert run["machine"]["cpu_caps"] == {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
     assert "ATEN_CPU_CAPABILITY=avx2" in run["variant"] and "ONEDNN_MAX_CPU_ISA=AVX2" in run["variant"]
+    assert render_results.machine(run).endswith(", held to AVX2)")  # the table's machine says it, too
     side = {"median_s": 10.0, "median_cpu_s": 10.0, "peak_mib": 100}
     train = {"n320": {"cfg": "yolov5n.yaml", "img": 320, "weights": "yolov5n.pt", "official": side,
                       "project": side, "ratio_official_over_project": 1.0}}
