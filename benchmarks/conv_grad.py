@@ -1,4 +1,4 @@
-"""A lever measured and not adopted: a CPU training step's 3x3 convolution weight gradients from NCHW copies.
+"""A CPU training step's 3x3 convolution weight gradients from NCHW copies, per layer and per whole step.
 
     python benchmarks/conv_grad.py                                         # yolov5s 640, batch 16
     ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 python benchmarks/conv_grad.py   # an AVX2-only CPU's kernels
@@ -6,19 +6,21 @@
 
 Training feeds channels_last batches on the CPU (channels_last_pays). Where oneDNN has no AVX-512 kernels (AMD Zen 3,
 or oneDNN held to AVX2 as above) its channels_last weight gradient of a 3x3 convolution takes another path than the
-NCHW one. The lever: compute only that gradient from NCHW copies of the input and the output gradient (the forward
-and the input gradient stay channels_last; same maths, another summation order). It lives here, as a patch of
-models/common.py's Conv.forward for the timed steps, because it did not win everywhere. On a 2-core AMD Zen 4 with
-oneDNN held to AVX2 (benchmarks/results/conv_grad_20261128T2115Z_*): yolov5s 640 steps 1.027x with the 80x80 limit
-and 1.083x on every 3x3 (an earlier run: 1.033x and 1.014x), yolov5n 320 steps 0.974x and 0.948x; with the AVX-512
-kernels, yolov5s 640 0.958x and 0.942x. Run it on a real AVX2-only CPU before adopting it there.
+NCHW one. The split (utils/backend/torch_conv_grad.py): compute only that gradient from NCHW copies of the input and
+the output gradient (the forward and the input gradient stay channels_last). The trainer uses it where oneDNN runs
+AVX2 kernels, for layers of at least MIN_WEIGHT_GRAD_FLOPS whose input needs a gradient; the per-layer table here is
+what that threshold was read from. On a 2-core AMD Zen 4 with oneDNN held to AVX2 (conv_grad_20261128T2115Z_*,
+conv_grad_20261129T*): every 3x3 of yolov5s 640 faster (1.03x-1.39x, steps 1.03x-1.08x), most of yolov5n 320's slower
+(0.65x-1.14x, steps 0.95x-0.97x) and the image batch's first convolution 0.6x; with the AVX-512 kernels yolov5s 640
+steps 0.94x-0.96x.
 
   layers  each 3x3 (or larger) convolution of the model alone (its real input shape, random data): the input and
           weight gradients in one channels_last call, against the input gradient in channels_last plus the weight
           gradient from NCHW copies (copies included); best of --reps / 2 calls.
   step    forward and backward of the whole model (train mode, channels_last batch, a sum-of-squares loss) under
-          each policy, alternating, median of --reps: native (oneDNN's channels_last everywhere), nchw (the lever
-          for inputs of at most MAX_PIXELS pixels, whose copies are cheap), nchw-all (every 3x3).
+          each policy, alternating, median of --reps: native (oneDNN's channels_last everywhere), nchw (the split
+          for inputs of at most MAX_PIXELS pixels, whose copies are cheap), nchw-all (every 3x3), trainer (the
+          trainer's rule, on whatever the CPU).
 
 Writes benchmarks/results/conv_grad_<time>.json (or --json) with the oneDNN/ATen ISA variables in effect.
 """
@@ -38,34 +40,16 @@ os.environ.setdefault("YOLO_BACKEND", "torch")
 
 from benchmarks.results_io import write_result  # noqa: E402
 from utils.backend import torch  # noqa: E402
+from utils.backend.torch_conv_grad import ConvNCHWWeightGrad  # noqa: E402  (the trainer's split, PyTorch only)
 
 F = torch.nn.functional
 # Inputs up to 80x80 pixels (yolov5s 640: every 3x3 from the third stage on), whose copies are cheap. Above it the
 # transposed copy of a 16x32x320x320 batch (210 MB, into a fresh buffer) took about 0.2 s in a training step's
 # profile, near what the faster gradient saves; nchw-all measures whether the large layers gain anyway.
 MAX_PIXELS = 80 * 80
-POLICIES = {"native": None, "nchw": MAX_PIXELS, "nchw-all": 1 << 40}  # policy -> largest input (pixels) it applies to
-
-
-class ConvNCHWWeightGrad(torch.autograd.Function):
-    """conv2d whose weight gradient is computed from NCHW copies; forward and input gradient as given."""
-
-    @staticmethod
-    def forward(ctx, x, weight, stride, padding, dilation, groups):
-        ctx.save_for_backward(x, weight)
-        ctx.conf = (list(stride), list(padding), list(dilation), False, [0, 0], groups)
-        return F.conv2d(x, weight, None, stride, padding, dilation, groups)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, weight = ctx.saved_tensors
-        grad_x = grad_w = None
-        if ctx.needs_input_grad[0]:
-            grad_x = torch.ops.aten.convolution_backward(grad, x, weight, None, *ctx.conf, [True, False, False])[0]
-        if ctx.needs_input_grad[1]:
-            grad_w = torch.ops.aten.convolution_backward(grad.contiguous(), x.contiguous(), weight, None, *ctx.conf,
-                                                         [False, True, False])[1]
-        return grad_x, grad_w, None, None, None, None
+# policy -> largest input (pixels) the benchmark's own split applies to; "trainer": none of its own, the trainer's
+# rule (utils/backend/torch_conv_grad.py) turned on whatever the CPU; every other policy runs with the trainer's off
+POLICIES = {"native": None, "nchw": MAX_PIXELS, "nchw-all": 1 << 40, "trainer": None}
 
 
 def lever_applies(conv, x, max_pixels):
@@ -75,9 +59,11 @@ def lever_applies(conv, x, max_pixels):
 
 @contextlib.contextmanager
 def policy(name):
-    """models.common.Conv.forward under one policy (restored afterwards)."""
+    """models.common.Conv.forward and YOLO_NCHW_WEIGHT_GRAD under one policy (both restored afterwards)."""
     from models.common import Conv
     max_pixels, plain = POLICIES[name], Conv.forward
+    setting = os.environ.get("YOLO_NCHW_WEIGHT_GRAD")
+    os.environ["YOLO_NCHW_WEIGHT_GRAD"] = "1" if name == "trainer" else "0"
 
     def forward(self, x):
         c = self.conv
@@ -90,6 +76,10 @@ def policy(name):
         yield
     finally:
         Conv.forward = plain
+        if setting is None:
+            os.environ.pop("YOLO_NCHW_WEIGHT_GRAD", None)
+        else:
+            os.environ["YOLO_NCHW_WEIGHT_GRAD"] = setting
 
 
 def build(cfg):

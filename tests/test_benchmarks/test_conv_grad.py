@@ -1,5 +1,6 @@
 """benchmarks/conv_grad.py: the measured lever computes the same gradients as the stock convolution, applies only where
-its policy says, leaves models/common.py's Conv as it was, and the benchmark writes its figures."""
+its policy says (the trainer's own split off unless the policy is the trainer's), leaves models/common.py's Conv and
+the setting as they were, and the benchmark writes its figures."""
 import copy
 import json
 
@@ -38,6 +39,14 @@ def test_lever_gradients_equal_the_stock_ones():
         conv_grad.ConvNCHWWeightGrad.backward = backward
     n3x3 = sum(m.conv.kernel_size != (1, 1) for m in model.modules() if isinstance(m, Conv))
     assert len(calls) == n3x3 > 10  # every 3x3 (and the 6x6 stem) took the lever, nothing else
+    calls.clear()
+    try:
+        conv_grad.ConvNCHWWeightGrad.backward = counted
+        with conv_grad.policy("native"):  # the trainer's own split is off too: nothing splits
+            _grads(copy.deepcopy(twin), x)
+    finally:
+        conv_grad.ConvNCHWWeightGrad.backward = backward
+    assert calls == []
     ref_loss, ref_gx, ref = _grads(twin, x)
     assert torch.equal(loss, ref_loss)  # the forward is the same convolution
     torch.testing.assert_close(gx, ref_gx, rtol=1e-5, atol=1e-7)
@@ -67,6 +76,6 @@ def test_benchmark_writes_its_figures(tmp_path):
     conv_grad.main(conv_grad.parse_opt(["--cfg", "yolov5n.yaml", "--img", "64", "--batch", "2", "--reps", "2",
                                         "--json", str(out)]))
     doc = json.loads(out.read_text())
-    assert doc["benchmark"] == "conv_grad" and set(doc["step"]) == {"native", "nchw", "nchw-all"}
+    assert doc["benchmark"] == "conv_grad" and set(doc["step"]) == {"native", "nchw", "nchw-all", "trainer"}
     assert all(len(s["ms"]) == 2 and s["median_ms"] > 0 for s in doc["step"].values())
     assert doc["layers"] and all(r["native_ms"] > 0 and r["nchw_ms"] > 0 for r in doc["layers"])

@@ -25,6 +25,9 @@ FUNCTION_SET = {
     # fused and multi-tensor paths (--bbox_iou_optim, --multi_tensor_optimizer)
     "fused_ciou": "(implementation name, fn(box1, box2, xywh, eps) or None) of the fused CIoU for a device",
     "compiled_ciou": "the torch.compile CIoU function, or None where the framework cannot compile",
+    # the models
+    "conv2d": "conv(x) for a model's nn.Conv2d (PyTorch, a CPU with AVX2 kernels only: large training convolutions "
+              "take their weight gradient from NCHW copies, measured faster there)",
     # the loss
     "head_reads": "a level map's objectness logits and the rows at given cells, in fp32 (the map's gradient "
                   "written once where the framework allows)",

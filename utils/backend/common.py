@@ -2,6 +2,7 @@
 (or on numpy arrays and strings), so the same code serves OneFlow and PyTorch objects."""
 import importlib.util
 import inspect
+import os
 
 import numpy as np
 
@@ -77,6 +78,12 @@ def read_proc_cpu_flags():
     except OSError:
         pass
     return set()
+
+
+def onednn_isa_cap():
+    """The instruction set the user capped oneDNN at (its ONEDNN_MAX_CPU_ISA, formerly DNNL_MAX_CPU_ISA), upper
+    case, or '' when uncapped."""
+    return (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "").strip().upper()
 
 
 class _NoScaler:

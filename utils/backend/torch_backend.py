@@ -7,7 +7,7 @@ import os
 import sys
 
 from utils.backend.common import (accepts, check_ema_pairs, contiguous_array, ema_loop_, fused_ciou_request, group_get,
-                                  installed, is_cuda, read_proc_cpu_flags, _NoScaler)
+                                  installed, is_cuda, onednn_isa_cap, read_proc_cpu_flags, _NoScaler)
 from utils.backend_choice import BackendError, gpu_seen_here
 from utils.optimizer_layout import to_torch_layout
 from utils.settings import CHANNELS_LAST
@@ -27,6 +27,7 @@ except Exception as e:
 
 from utils.backend.torch_ciou import ciou_compiled, load_triton_ciou  # noqa: E402  (imports torch: after the check)
 from utils.backend.torch_head_reads import head_reads  # noqa: E402, F401  (the function set's head_reads)
+from utils.backend.torch_conv_grad import conv2d  # noqa: E402, F401  (the function set's conv2d)
 
 BatchNorm2d = torch.nn.BatchNorm2d
 
@@ -125,11 +126,6 @@ def _cpu_flags():
 # dot-product instructions: under such a cap oneDNN emulates bf16 even on a CPU that has them (AVX2_VNNI_2 only
 # converts). The cap is how an AVX2-only CPU is emulated on a newer one, so the choice of dtype follows it too.
 _ONEDNN_CAPS_WITHOUT_BF16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"}
-
-
-def onednn_isa_cap():
-    """The instruction set the user capped oneDNN at (upper case), or '' when uncapped."""
-    return (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "").strip().upper()
 
 
 def cpu_has_native_bf16():
