@@ -27,6 +27,8 @@ Options for this project's runs: --project-args '--amp' (extra train.py flags), 
 for the official runs: --ref-env OMP_WAIT_POLICY=PASSIVE (this project's own default on CPU machines), and
 --ref-env PYTHONPATH=DIR with TensorBoard installed in DIR, so that the official trainers write TensorBoard as
 this project's do (the official requirements.txt leaves it out; this project's set-up installs it).
+--hold avx2 holds both sides' oneDNN, ATen, MKL, OpenCV and NumPy to AVX2 (benchmarks/cpu_hold.py): an AVX2-only CPU's
+kernels measured on an AVX-512 machine, recorded in the results file as a variant.
 
 --task segment times segment/train.py (yolov5n-seg at 320 from ../shared/weights/yolov5n-seg-coco128.pt, the same
 batch, workers, --noval and epochs) and segment/val.py (that checkpoint at 320, batch 32) on copies of
@@ -56,6 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks import cpu_hold  # noqa: E402
 from benchmarks.results_io import command_line, write_result  # noqa: E402
 SHARED = ROOT.parent / "shared"
 OWN_PYTHON = ROOT / ".venv-torch" / "bin" / "python"
@@ -260,6 +263,7 @@ def parse_opt(argv=None):
     p.add_argument("--project-env", nargs="*", default=[], help="KEY=VALUE for this project's runs")
     p.add_argument("--ref-env", nargs="*", default=[], help="KEY=VALUE for the official runs, e.g. "
                    "OMP_WAIT_POLICY=PASSIVE (which this project sets by itself on CPU machines)")
+    cpu_hold.add_argument(p)
     p.add_argument("--timeout", type=int, default=7200)
     p.add_argument("--json", default=None, help="results file (default: a new one in benchmarks/results/)")
     opt = p.parse_args(argv)
@@ -372,6 +376,7 @@ def main(opt):
     if not Path(ref_python).exists():
         print(f"compare_train: skipped: no Python for the official checkout at {ref_python} (--ref-python).")
         return 0
+    cpu_hold.apply(opt.hold)  # before the environments are copied and the results file records the caps
     ref_env, own_env = _environments(opt)
     own_extra = opt.project_args.split()
     task = TASKS[opt.task]

@@ -31,7 +31,10 @@ VERSIONED = ("torch", "oneflow", "numpy")
 # Variables that cap the instruction sets the frameworks use (ATen's vector kernels, oneDNN): set, the machine
 # measures as a lesser CPU (how an AVX2-only CPU is emulated on a newer one), so a results file names them and counts
 # as a variant, apart from the headline figures of CPUs as they are.
-CPU_CAP_VARIABLES = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+# The first four name an instruction set to stay at; the last two list AVX-512 targets to leave out (cpu_hold.py).
+CPU_CAP_VARIABLES = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS",
+                     "OPENCV_CPU_DISABLE", "NPY_DISABLE_CPU_FEATURES")
+ISA_CAP_VARIABLES = CPU_CAP_VARIABLES[:4]
 
 
 def utc_now():
@@ -120,6 +123,17 @@ def cpu_caps(environ=None):
     """The CPU_CAP_VARIABLES set in the environment, {name: value}."""
     environ = os.environ if environ is None else environ
     return {k: environ[k] for k in CPU_CAP_VARIABLES if environ.get(k)}
+
+
+def held_to(caps):
+    """How a results file's cpu_caps read in a table: the instruction sets named ("AVX2") and the libraries held
+    besides oneDNN and ATen ("AVX2; MKL, OpenCV, NumPy too"); "" for none."""
+    isas = " / ".join(dict.fromkeys(caps[k].upper() for k in ISA_CAP_VARIABLES if caps.get(k)))
+    others = [name for key, name in (("MKL_ENABLE_INSTRUCTIONS", "MKL"), ("OPENCV_CPU_DISABLE", "OpenCV"),
+                                     ("NPY_DISABLE_CPU_FEATURES", "NumPy")) if caps.get(key)]
+    if not others:
+        return isas
+    return f"{isas}; {', '.join(others)} too" if isas else f"no AVX-512 in {', '.join(others)}"
 
 
 def run_metadata(gpu=None, argv=None):

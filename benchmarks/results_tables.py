@@ -2,6 +2,8 @@
 turns a results file into (header, rows) (benchmarks/render_results.py lays them out on the page)."""
 from pathlib import Path
 
+from benchmarks.results_io import held_to
+
 FLAG_NAMES = {"avx2": "AVX2", "avx512f": "AVX-512", "avx512_bf16": "AVX512-BF16", "amx_tile": "AMX"}
 # the titles and introductions of each kind's section
 TITLES = {
@@ -81,7 +83,7 @@ def machine(run):
     feats = ", ".join(FLAG_NAMES[f] for f in FLAG_NAMES if flags and f in flags)
     cores = f", {m['cores']} cores" if m.get("cores") else ""
     caps = m.get("cpu_caps") or {}
-    held = f", held to {' / '.join(dict.fromkeys(v.upper() for v in caps.values()))}" if caps else ""
+    held = f", held to {held_to(caps)}" if caps else ""
     return f"{m.get('cpu') or 'unknown CPU'}{cores}" + (f" ({feats}{held})" if feats or held else "")
 
 

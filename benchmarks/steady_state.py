@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks import cpu_hold  # noqa: E402
 from benchmarks.compare_train import CONFIGS, HOW_TO, OWN_PYTHON, SHARED, _cpu_name, _environments, _load  # noqa: E402
 from benchmarks.gpu_kit_tables import coco128_names, make_repeated_dataset, ratio  # noqa: E402
 from benchmarks.results_io import command_line, write_result  # noqa: E402
@@ -48,6 +49,7 @@ def parse_opt(argv=None):
     p.add_argument("--weights", default=str(SHARED / "weights" / "yolov5n.pt"), help="for configs that start from it")
     p.add_argument("--project-env", nargs="*", default=[], help="KEY=VALUE for this project's runs")
     p.add_argument("--ref-env", nargs="*", default=[], help="KEY=VALUE for the official runs")
+    cpu_hold.add_argument(p)
     p.add_argument("--timeout", type=int, default=3600, help="seconds per run")
     p.add_argument("--json", default=None, help="results file (default: a new one in benchmarks/results/)")
     return p.parse_args(argv)
@@ -109,6 +111,7 @@ def main(opt):
     if opt.epochs < 2:
         raise SystemExit("steady_state: --epochs must be at least 2 (a warm-up epoch, then timed ones)")
     opt.weights = str(Path(opt.weights).absolute())
+    cpu_hold.apply(opt.hold)  # before the environments are copied and the results file records the caps
     ref_env, own_env = _environments(opt)
     sides = {"official": (ref_python, ref, ref_env), "project": (opt.python, ROOT, own_env)}
     written = []

@@ -2,6 +2,7 @@
 benchmarks/results/*.json, and every results file carries its date, commit, machine, versions and command
 (benchmarks/results_io.py). Fast: no benchmark runs here."""
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -11,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import render_results, results_io  # noqa: E402
+from benchmarks import compare_train, cpu_hold, render_results, results_io  # noqa: E402
 
 pytestmark = pytest.mark.framework_free  # tested once, in the PyTorch suite (tests/conftest.py)
 
@@ -188,3 +189,31 @@ def test_capped_instruction_sets_make_a_named_variant(monkeypatch, tmp_path):
     _write(tmp_path, "capped", {"benchmark": "compare_train", "run": run, "task": "detect", "train": train,
                                 "val": None})
     assert render_results.headline_rows(render_results.load_results(tmp_path)) == []
+
+
+def test_the_avx2_hold_reaches_every_library_and_the_record(monkeypatch, tmp_path):
+    """--hold avx2 sets one switch per library that picks kernels by the CPU (oneDNN, ATen, MKL, OpenCV, NumPy); the
+    results file records every one of them and the table names the libraries held besides the frameworks."""
+    # a copy of the environment for the test to change (apply() writes os.environ, as the benchmarks need)
+    monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items() if k not in results_io.CPU_CAP_VARIABLES})
+    hold = cpu_hold.hold_env("avx2")
+    assert set(hold) == set(results_io.CPU_CAP_VARIABLES) - {"DNNL_MAX_CPU_ISA"}  # the old name of ONEDNN's
+    assert cpu_hold.hold_env(None) == {}
+    with pytest.raises(ValueError, match="unknown CPU hold 'avx3'"):
+        cpu_hold.hold_env("avx3")
+    cpu_hold.apply("avx2")
+    run = results_io.run_metadata(argv=["benchmarks/compare_train.py", "--hold", "avx2"])
+    assert run["machine"]["cpu_caps"] == hold and "variant" in run
+    assert render_results.machine(run).endswith(", held to AVX2; MKL, OpenCV, NumPy too)")
+    assert results_io.held_to({"OPENCV_CPU_DISABLE": "AVX512-SKX"}) == "no AVX-512 in OpenCV"
+    assert compare_train.parse_opt(["--hold", "avx2"]).hold == "avx2"
+    with pytest.raises(SystemExit):
+        compare_train.parse_opt(["--hold", "sse"])
+
+
+def test_the_hold_prints_shell_exports(capsys):
+    assert cpu_hold.main(["avx2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "export ONEDNN_MAX_CPU_ISA=AVX2" in lines
+    assert "export NPY_DISABLE_CPU_FEATURES='X86_V4 AVX512_ICL AVX512_SPR'" in lines
+    assert cpu_hold.main(["avx3"]) == 2
