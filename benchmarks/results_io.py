@@ -28,10 +28,10 @@ SCHEMA = 1
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 NATIVE_BF16 = {"avx512_bf16", "amx_bf16"}  # either one: the CPU computes bf16 natively (else it is emulated, slower)
 VERSIONED = ("torch", "oneflow", "numpy")
-# Variables that cap the instruction sets the frameworks use (ATen's vector kernels, oneDNN): set, the machine
-# measures as a lesser CPU (how an AVX2-only CPU is emulated on a newer one), so a results file names them and counts
-# as a variant, apart from the headline figures of CPUs as they are.
-# The first four name an instruction set to stay at; the last two list AVX-512 targets to leave out (cpu_hold.py).
+# Variables that cap the instruction sets the libraries use (ATen's vector kernels, oneDNN, MKL, OpenCV, NumPy): set,
+# the machine measures as a lesser CPU (how an AVX2-only CPU is emulated on a newer one; benchmarks/cpu_hold.py), so a
+# results file names them and counts as a variant, apart from the headline figures of CPUs as they are. The first four
+# name an instruction set to stay at; the last two list AVX-512 targets to leave out.
 CPU_CAP_VARIABLES = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS",
                      "OPENCV_CPU_DISABLE", "NPY_DISABLE_CPU_FEATURES")
 ISA_CAP_VARIABLES = CPU_CAP_VARIABLES[:4]
