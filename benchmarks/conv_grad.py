@@ -1,7 +1,7 @@
 """A CPU training step's 3x3 convolution weight gradients from NCHW copies, per layer and per whole step.
 
     python benchmarks/conv_grad.py                                         # yolov5s 640, batch 16
-    ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 python benchmarks/conv_grad.py   # an AVX2-only CPU's kernels
+    eval "$(python benchmarks/cpu_hold.py avx2)"; python benchmarks/conv_grad.py   # an AVX2-only CPU's kernels
     python benchmarks/conv_grad.py --cfg yolov5n.yaml --img 320 --no-layers --reps 12
 
 Training feeds channels_last batches on the CPU (channels_last_pays). Where oneDNN has no AVX-512 kernels (AMD Zen 3,
@@ -22,7 +22,7 @@ steps 0.94x-0.96x.
           for inputs of at most MAX_PIXELS pixels, whose copies are cheap), nchw-all (every 3x3), trainer (the
           trainer's rule, on whatever the CPU).
 
-Writes benchmarks/results/conv_grad_<time>.json (or --json) with the oneDNN/ATen ISA variables in effect.
+Writes benchmarks/results/conv_grad_<time>.json (or --json) with the instruction-set caps in effect.
 """
 import argparse
 import contextlib
@@ -38,7 +38,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("YOLO_BACKEND", "torch")
 
-from benchmarks.results_io import write_result  # noqa: E402
+from benchmarks.results_io import cpu_caps, write_result  # noqa: E402
 from utils.backend import torch  # noqa: E402
 from utils.backend.torch_conv_grad import ConvNCHWWeightGrad  # noqa: E402  (the trainer's split, PyTorch only)
 
@@ -169,7 +169,7 @@ def main(opt):
     LOGGER.setLevel(logging.WARNING)
     model, convs = build(opt.cfg)
     x = torch.rand(opt.batch, 3, opt.img, opt.img).contiguous(memory_format=torch.channels_last)
-    isa = {k: os.environ.get(k) for k in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY")}
+    isa = cpu_caps()  # the instruction-set caps in effect (the run record carries them too)
     result = {"cfg": opt.cfg, "img": opt.img, "batch": opt.batch, "threads": torch.get_num_threads(), "isa_env": isa,
               "max_pixels": MAX_PIXELS, "layers": [], "step": {}}
     if not opt.no_layers:
