@@ -39,7 +39,7 @@ if str(ROOT) not in sys.path:
 os.environ.setdefault("YOLO_BACKEND", "torch")
 
 from benchmarks.results_io import cpu_caps, write_result  # noqa: E402
-from utils.backend import torch  # noqa: E402
+from utils.backend import bn_silu, torch  # noqa: E402
 from utils.backend.torch_conv_grad import ConvNCHWWeightGrad  # noqa: E402  (the trainer's split, PyTorch only)
 
 F = torch.nn.functional
@@ -68,7 +68,8 @@ def policy(name):
     def forward(self, x):
         c = self.conv
         if max_pixels and torch.is_grad_enabled() and lever_applies(c, x, max_pixels):
-            return self.act(self.bn(ConvNCHWWeightGrad.apply(x, c.weight, c.stride, c.padding, c.dilation, c.groups)))
+            return bn_silu(self.bn, self.act, ConvNCHWWeightGrad.apply(x, c.weight, c.stride, c.padding, c.dilation,
+                                                                       c.groups))
         return plain(self, x)
 
     Conv.forward = forward

@@ -28,7 +28,7 @@ README = ROOT / "README.md"
 START, END = "<!-- results:headline:start -->", "<!-- results:headline:end -->"
 REGENERATE = "python benchmarks/render_results.py"
 KIND_ORDER = ("compare_train", "learning_study", "twin_replay", "gpu_kit", "train_clock", "loader", "cpu_levers",
-              "conv_grad", "loss_reads", "speed", "launches", "step_profile", "demo")
+              "conv_grad", "bn_silu", "loss_reads", "speed", "launches", "step_profile", "demo")
 
 
 # ----------------------------------------------------------------------------------------------------------------

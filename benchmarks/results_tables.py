@@ -25,10 +25,14 @@ TITLES = {
                "worker. Wall rates shrink on a shared machine; the CPU figures much less."),
     "cpu_levers": ("CPU levers per step (`cpu_levers.py`)",
                    "Each lever alone and together against the fp32 NCHW step (x: times faster)."),
-    "conv_grad": ("A lever not adopted: 3x3 weight gradients from NCHW copies (`conv_grad.py`)",
+    "conv_grad": ("3x3 weight gradients from NCHW copies, where oneDNN runs AVX2 kernels (`conv_grad.py`)",
                   "Forward and backward of the whole model on a channels_last batch, median ms of alternating steps: "
                   "oneDNN's channels_last gradients (native), the weight gradient of 3x3 convolutions on inputs of at "
                   "most 80x80 pixels from NCHW copies (nchw), of every 3x3 (nchw-all). x: native over the policy."),
+    "bn_silu": ("BatchNorm + SiLU as one C kernel (`bn_silu.py`)",
+                "Forward and backward of the whole model on an fp32 channels_last batch, median ms of alternating "
+                "steps: PyTorch's BatchNorm and SiLU kernels (modules) against the fused kernel; and the sum over "
+                "the model's layers of each BatchNorm + SiLU alone (best of its calls). x: modules over kernel."),
     "loss_reads": ("The loss's reads of the head maps (`loss_reads.py`)",
                    "The loss's forward and backward on random maps of the three levels (batch 16, 200 targets), "
                    "median ms of alternating runs: plain indexing of each map's fp32 copy (the formulation before, "
@@ -208,6 +212,21 @@ def conv_grad_rows(doc):
     return ["step", "oneDNN / ATen ISA", "policy", ">ms", ">x"], rows
 
 
+def bn_silu_rows(doc):
+    isa = ", ".join(f"{k}={v}" for k, v in (doc.get("isa_env") or {}).items() if v) or "the CPU's own"
+    name = f"{_cfg_name(doc)} {doc.get('img')} b{doc.get('batch')}"
+    rows = []
+    layers = doc.get("layers_total_ms") or {}
+    if layers.get("modules") and layers.get("kernel"):
+        rows.append([name, isa, "layers alone", num(layers["modules"], 1), num(layers["kernel"], 1),
+                     num(layers["modules"] / layers["kernel"], 2, "x")])
+    steps = doc.get("step") or {}
+    a, b = (steps.get("modules") or {}).get("median_ms"), (steps.get("kernel") or {}).get("median_ms")
+    if a and b:
+        rows.append([name, isa, "whole step", num(a, 1), num(b, 1), num(a / b, 2, "x")])
+    return ["model", "ISA caps", "measured", ">modules ms", ">kernel ms", ">x"], rows
+
+
 def loss_reads_rows(doc):
     rows = []
     for r in doc.get("rows") or []:
@@ -369,7 +388,7 @@ def generic_rows(doc):
 
 
 ROWS = {"compare_train": compare_train_rows, "gpu_kit": gpu_kit_rows, "train_clock": train_clock_rows,
-        "loader": loader_rows, "cpu_levers": cpu_levers_rows, "conv_grad": conv_grad_rows,
+        "loader": loader_rows, "cpu_levers": cpu_levers_rows, "conv_grad": conv_grad_rows, "bn_silu": bn_silu_rows,
         "loss_reads": loss_reads_rows, "speed": speed_rows,
         "launches": launches_rows, "demo": demo_rows, "learning_study": learning_study_rows,
         "step_profile": step_profile_rows,

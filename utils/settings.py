@@ -130,6 +130,10 @@ NCHW_WEIGHT_GRAD = Setting(
     "YOLO_NCHW_WEIGHT_GRAD", "0, 1", None,
     "Large CPU training convolutions take their weight gradient from NCHW copies: unset, on where oneDNN runs AVX2 "
     "kernels (no AVX-512; faster there) and off elsewhere; 0 off, 1 on.", _switch)
+FUSED_BN_SILU = Setting(
+    "YOLO_FUSED_BN_SILU", "0, 1", True,
+    "CPU training runs each Conv's BatchNorm and SiLU as one C kernel (fp32 channels-last; built on first use with "
+    "the C compiler, cc or $CC, into YOLO_CACHE_DIR/native); 0 keeps PyTorch's separate kernels.", _switch)
 HOST_MALLOC = Setting(
     "YOLO_HOST_MALLOC", "default, 0, off, glibc", "",
     "Any of these keeps glibc malloc's defaults on CPU-only machines (the project otherwise keeps freed memory "
@@ -171,8 +175,8 @@ DDP_PROBE = Setting(
 # stay quiet. Not a user setting, so not in the table.
 BACKEND_ANNOUNCED = Setting("_YOLO_BACKEND_ANNOUNCED", "0, 1", False, "(internal)", lambda raw: bool(raw))
 
-SETTINGS = (BACKEND, QUIET, FUSED_CIOU, CHANNELS_LAST, NCHW_WEIGHT_GRAD, HOST_MALLOC, LOSS_READBACK, PLOT_PROCESSES,
-            CACHE_DIR, ALLOW_DOWNLOAD_SCRIPTS, DDP_TIMEOUT, DDP_PEER_TIMEOUT, DDP_WATCHDOG, DDP_WATCHDOG_PORT, DDP_PROBE)
+SETTINGS = (BACKEND, QUIET, FUSED_CIOU, CHANNELS_LAST, NCHW_WEIGHT_GRAD, FUSED_BN_SILU, HOST_MALLOC, LOSS_READBACK,
+            PLOT_PROCESSES, CACHE_DIR, ALLOW_DOWNLOAD_SCRIPTS, DDP_TIMEOUT, DDP_PEER_TIMEOUT, DDP_WATCHDOG, DDP_WATCHDOG_PORT, DDP_PROBE)
 
 
 def _shown_default(s):

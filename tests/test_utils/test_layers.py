@@ -74,7 +74,7 @@ LAYERS = (
                              "utils.atomic_files", "utils.dataset_config", "utils.archive_extract", "utils.run_lock",
                              "utils.memory_limits", "utils.path_names", "utils.yaml_files", "utils.cli_flags",
                              "utils.child_processes", "utils.evolve_csv", "utils.tiles", "utils.data_folders",
-                             "utils.downloads")),
+                             "utils.downloads", "utils.native_build")),
 )
 
 

@@ -52,6 +52,7 @@ GOOD_AND_BAD = {
     "YOLO_FUSED_CIOU": ({"plain": "plain", "Compile": "compile", "triton": "triton"}, ("fast", "0")),
     "YOLO_CHANNELS_LAST": ({"0": False, "1": True}, ("yes", "on", "-1")),
     "YOLO_NCHW_WEIGHT_GRAD": ({"0": False, "1": True}, ("yes", "2")),
+    "YOLO_FUSED_BN_SILU": ({"0": False, "1": True}, ("yes", "2")),
     "YOLO_HOST_MALLOC": ({"default": "default", "glibc": "glibc", "off": "off", "0": "0"}, ("jemalloc", "1")),
     "YOLO_LOSS_READBACK": ({"1": 1, "25": 25}, ("0", "-3", "often", "2.5")),
     "YOLO_PLOT_PROCESSES": ({"0": False, "1": True}, ("no", "off", "2")),

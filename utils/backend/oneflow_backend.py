@@ -219,6 +219,11 @@ def conv2d(conv, x):
     return conv(x)
 
 
+def bn_silu(bn, act, x):
+    """act(bn(x)): OneFlow runs its own kernels."""
+    return act(bn(x))
+
+
 def head_reads(pi, idx):
     """The loss's reads of a level map as plain indexing of its fp32 copy (autograd builds the gradient)."""
     pf = pi.float()

@@ -1,0 +1,198 @@
+"""utils.backend.bn_silu: a Conv's BatchNorm (training statistics) and SiLU as one C kernel on the CPU
+(torch_bn_silu.py, utils/native/bn_silu.c). It must compute what nn.BatchNorm2d then nn.SiLU compute (held to a
+float64 reference, as PyTorch's kernels are), update the running statistics and the batch count as the module does,
+take gradients of any layout, let NaN through, run only where every condition holds, and fall back to the modules
+with one line where no library can be built."""
+import logging
+import os
+import stat
+
+import pytest
+
+from utils import native_build
+from utils.backend import IS_TORCH, bn_silu, nn, torch
+
+pytestmark = pytest.mark.skipif(not IS_TORCH, reason="OneFlow's bn_silu is the modules' own call")
+
+
+@pytest.fixture
+def fused():
+    from utils.backend import torch_bn_silu
+    if torch_bn_silu.kernel_library() is None:
+        pytest.skip("no C compiler here: the fused kernel cannot be built")
+    return torch_bn_silu
+
+
+def _modules(c, seed=0, dtype=torch.float32):
+    torch.manual_seed(seed)
+    bn = nn.BatchNorm2d(c, eps=1e-3, momentum=0.03)
+    with torch.no_grad():
+        bn.weight.uniform_(0.5, 1.5)
+        bn.bias.normal_(0, 0.3)
+        bn.running_mean.normal_(0, 0.1)
+        bn.running_var.uniform_(0.5, 2.0)
+    return bn.to(dtype), nn.SiLU()
+
+
+def _data(shape, seed=1, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(shape, generator=g) * 2 + 0.7).to(dtype).contiguous(memory_format=torch.channels_last)
+    grad = torch.randn(shape, generator=g).to(dtype).contiguous(memory_format=torch.channels_last)
+    return x, grad
+
+
+def _run(fn, bn, act, x, grad):
+    x = x.clone().requires_grad_()
+    y = fn(bn, act, x)
+    y.backward(grad)
+    return {"y": y.detach(), "dx": x.grad, "dw": bn.weight.grad, "db": bn.bias.grad, "rm": bn.running_mean.clone(),
+            "rv": bn.running_var.clone(), "n": int(bn.num_batches_tracked), "grad_fn": type(y.grad_fn).__name__}
+
+
+def _modules_call(bn, act, x):
+    return act(bn(x))
+
+
+@pytest.mark.parametrize("shape", [(4, 24, 20, 18), (2, 7, 5, 3), (3, 33, 1, 1)])
+def test_matches_float64_reference(fused, shape):
+    x, grad = _data(shape)
+    bn, act = _modules(shape[1])
+    got = _run(bn_silu, bn, act, x, grad)
+    assert got["grad_fn"] == "BatchNormSiLUBackward"  # the kernel ran, not the modules
+    bn64, act64 = _modules(shape[1], dtype=torch.float64)
+    want = _run(_modules_call, bn64, act64, x.double(), grad.double())
+    for k in ("y", "dx", "dw", "db", "rm", "rv"):
+        err = float((got[k].double() - want[k]).abs().max() / want[k].abs().max())
+        assert err < 2e-6, f"{k}: {err:.1e} from the float64 reference"
+    assert got["n"] == want["n"] == 1
+
+
+def test_close_to_pytorch_kernels_and_deterministic(fused):
+    x, grad = _data((8, 16, 12, 12))
+    runs = [_run(bn_silu, *_modules(16), x, grad) for _ in range(2)]
+    plain = _run(_modules_call, *_modules(16), x, grad)
+    for k in ("y", "dx", "dw", "db", "rm", "rv"):
+        assert torch.equal(runs[0][k], runs[1][k]), f"{k} differs between two identical runs"
+        torch.testing.assert_close(runs[0][k], plain[k], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("layout", ["channel_slice", "nchw"])
+def test_gradient_of_any_layout(fused, layout):
+    """A Conv output that feeds a concatenation gets a channel slice of the concatenation's gradient; another
+    consumer may hand back NCHW. Both give the gradients a dense channels-last one gives."""
+    x, grad = _data((2, 6, 5, 4))
+    wide = torch.randn(2, 10, 5, 4).contiguous(memory_format=torch.channels_last)
+    wide[:, 3:9] = grad
+    other = wide[:, 3:9] if layout == "channel_slice" else grad.contiguous()
+    assert not other.is_contiguous(memory_format=torch.channels_last)
+    want = _run(bn_silu, *_modules(6), x, grad)
+    got = _run(bn_silu, *_modules(6), x, other)
+    for k in ("dx", "dw", "db"):
+        assert torch.equal(got[k], want[k]), k
+
+
+def test_nan_is_not_hidden(fused):
+    x, grad = _data((2, 4, 6, 6))
+    x[1, 2, 3, 3] = float("nan")
+    got = _run(bn_silu, *_modules(4), x, grad)
+    assert got["grad_fn"] == "BatchNormSiLUBackward"
+    assert torch.isnan(got["y"][:, 2]).all() and torch.isfinite(got["y"][:, [0, 1, 3]]).all()
+    assert torch.isnan(got["rm"][2]) and torch.isnan(got["dw"][2])
+
+
+def test_runs_only_where_every_condition_holds(fused, monkeypatch):
+    x, _ = _data((2, 8, 6, 6))
+    bn, act = _modules(8)
+    assert fused.fused_applies(bn, act, x)
+    cases = {
+        "bf16 activations": (bn, act, x.bfloat16()),
+        "NCHW input": (bn, act, x.contiguous()),
+        "one value per channel": (bn, act, x[:1, :, :1, :1]),
+        "not SiLU": (bn, nn.ReLU(), x),
+        "SyncBatchNorm": (nn.SyncBatchNorm(8), act, x),
+    }
+    for why, args in cases.items():
+        assert not fused.fused_applies(*args), why
+    bn.eval()
+    assert not fused.fused_applies(bn, act, x), "eval mode"
+    bn.train()
+    handle = bn.register_forward_hook(lambda *a: None)
+    assert not fused.fused_applies(bn, act, x), "a hook on the BatchNorm"
+    handle.remove()
+    monkeypatch.setenv("YOLO_FUSED_BN_SILU", "0")
+    assert not fused.fused_applies(bn, act, x), "YOLO_FUSED_BN_SILU=0"
+    monkeypatch.delenv("YOLO_FUSED_BN_SILU")
+    assert fused.fused_applies(bn, act, x)
+
+
+def test_model_conv_trains_through_it(fused):
+    from models.common import Conv
+    torch.manual_seed(0)
+    conv = Conv(8, 12, 3, 1)
+    x = torch.randn(2, 8, 10, 10).contiguous(memory_format=torch.channels_last)
+    y = conv(x)
+    assert type(y.grad_fn).__name__ == "BatchNormSiLUBackward"
+    y.sum().backward()
+    assert conv.conv.weight.grad is not None and int(conv.bn.num_batches_tracked) == 1
+
+
+def test_no_compiler_falls_back_with_one_line(monkeypatch, caplog, tmp_path):
+    from utils.backend import torch_bn_silu
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "cache"))
+    torch_bn_silu.kernel_library.cache_clear()
+    native_build.load.cache_clear()
+    try:
+        with caplog.at_level(logging.INFO):
+            x, grad = _data((2, 4, 6, 6))
+            got = _run(bn_silu, *_modules(4), x, grad)
+        assert got["grad_fn"] == "SiluBackward0"  # the modules ran
+        lines = [r.getMessage() for r in caplog.records if "fused BatchNorm+SiLU off" in r.getMessage()]
+        assert len(lines) == 1 and "no C compiler" in lines[0]
+    finally:
+        torch_bn_silu.kernel_library.cache_clear()
+        native_build.load.cache_clear()
+
+
+@pytest.fixture
+def kernel_source(tmp_path, monkeypatch):
+    """native_build reading kernels from a folder of the test's own, building into a cache of its own."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "k.c").write_text("int answer(void) { return 42; }\n")
+    monkeypatch.setattr(native_build, "SOURCE_DIR", src)
+    monkeypatch.setenv("YOLO_CACHE_DIR", str(tmp_path / "cache"))
+    native_build.load.cache_clear()
+    if native_build.compiler() is None:
+        pytest.skip("no C compiler here")
+    yield src
+    native_build.load.cache_clear()
+
+
+def test_build_cache_and_rebuild_on_change(kernel_source, tmp_path):
+    assert native_build.load("k").answer() == 42
+    built = sorted((tmp_path / "cache" / "native").iterdir())
+    assert len(built) == 1 and built[0].suffix == ".so"
+    assert not [p for p in built[0].parent.iterdir() if "yolo-partial" in p.name]  # no temporary left
+    (kernel_source / "k.c").write_text("int answer(void) { return 7; }\n")
+    native_build.load.cache_clear()
+    assert native_build.load("k").answer() == 7  # a changed source is a new library, never the old one
+    assert len(list((tmp_path / "cache" / "native").iterdir())) == 2
+
+
+def test_failed_build_is_one_line_and_leaves_nothing(kernel_source, tmp_path):
+    (kernel_source / "k.c").write_text("int answer(void) { return }\n")
+    with pytest.raises(native_build.NativeBuildError) as e:
+        native_build.load("k")
+    assert "\n" not in str(e.value) and "k.c" in str(e.value)
+    assert not list((tmp_path / "cache" / "native").iterdir())
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+def test_cached_library_writable_by_others_is_not_loaded(kernel_source, tmp_path):
+    native_build.load("k")
+    lib = next((tmp_path / "cache" / "native").iterdir())
+    lib.chmod(lib.stat().st_mode | stat.S_IWOTH)
+    native_build.load.cache_clear()
+    with pytest.raises(native_build.NativeBuildError, match="not private"):
+        native_build.load("k")
