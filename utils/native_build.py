@@ -11,10 +11,12 @@ others: loading it runs its code.
 Where there is no compiler (CC, else cc or gcc on PATH), or the build fails, NativeBuildError says why in one line
 and the caller keeps its framework path. No framework import here.
 """
+import contextlib
 import ctypes
 import functools
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -26,6 +28,7 @@ from utils.settings import CACHE_DIR
 SOURCE_DIR = Path(__file__).resolve().parent / "native"
 BASE_FLAGS = ("-O3", "-fPIC", "-shared", "-fno-trapping-math", "-fno-math-errno", "-fopenmp-simd")
 BUILD_TIMEOUT_S = 120
+KEEP_BUILDS = 8  # libraries kept per kernel (older sources, other flags or compilers): the cache stays bounded
 
 
 class NativeBuildError(RuntimeError):
@@ -90,6 +93,16 @@ def _compile(cc, source, flags, out):
         raise NativeBuildError(f"{Path(source).name}: {cc} failed ({first.strip()})")
 
 
+def prune(cache, stem, keep=KEEP_BUILDS):
+    """Remove all but the `keep` newest libraries of this kernel from the cache: only names of library_name's shape
+    (<stem>-<16 hex digits>.so); a process that loaded a removed one keeps its mapping."""
+    shape = re.compile(rf"{re.escape(stem)}-[0-9a-f]{{16}}\.so")
+    libs = [p for p in Path(cache).iterdir() if shape.fullmatch(p.name)]
+    for p in sorted(libs, key=lambda p: p.stat().st_mtime, reverse=True)[keep:]:
+        with contextlib.suppress(OSError):
+            p.unlink()
+
+
 @functools.lru_cache(maxsize=None)
 def load(name, flags=()):
     """The ctypes library built from utils/native/<name>.c with these extra compiler flags (an instruction set),
@@ -114,6 +127,7 @@ def load(name, flags=()):
     if not lib.exists():
         with atomic_files.output_path(lib, mode=0o755) as tmp:
             _compile(cc, source, flags, tmp)
+        prune(cache, source.stem)
     if not _safe_to_load(lib):
         raise NativeBuildError(f"{lib} is not private to this user (owner or permissions): not loaded; delete it")
     try:

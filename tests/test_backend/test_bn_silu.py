@@ -196,3 +196,20 @@ def test_cached_library_writable_by_others_is_not_loaded(kernel_source, tmp_path
     native_build.load.cache_clear()
     with pytest.raises(native_build.NativeBuildError, match="not private"):
         native_build.load("k")
+
+
+def test_cache_keeps_a_bounded_number_of_builds_and_nothing_else(kernel_source, tmp_path):
+    cache = tmp_path / "cache" / "native"
+    cache.mkdir(parents=True)
+    old = [cache / f"k-{i:016x}.so" for i in range(native_build.KEEP_BUILDS + 3)]
+    for i, p in enumerate(old):
+        p.write_bytes(b"old")
+        os.utime(p, (1000 + i, 1000 + i))
+    mine = [cache / "k-notes.so", cache / "other-0000000000000000.so"]  # not this kernel's library names
+    for p in mine:
+        p.write_bytes(b"user")
+    assert native_build.load("k").answer() == 42
+    kept = sorted(p.name for p in cache.iterdir() if p.name.startswith("k-") and p not in mine)
+    assert len(kept) == native_build.KEEP_BUILDS  # the new build and the newest old ones
+    assert old[-1].exists() and not old[0].exists()
+    assert all(p.exists() for p in mine)
