@@ -18,9 +18,7 @@ import argparse
 import contextlib
 import logging
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +26,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("YOLO_BACKEND", "torch")
 
-from benchmarks.conv_grad import best_ms, build  # noqa: E402
+from benchmarks.conv_grad import best_ms, build, step_medians  # noqa: E402
 from benchmarks.results_io import cpu_caps, write_result  # noqa: E402
 from utils.backend import torch  # noqa: E402
 from utils.backend.torch_bn_silu import bn_silu, kernel_library  # noqa: E402  (the kernel, PyTorch only)
@@ -79,25 +77,6 @@ def layer_rows(shapes, reps):
     return rows
 
 
-def step_medians(model, x, reps):
-    def step():
-        loss = sum(o.float().square().mean() for o in model(x))
-        loss.backward()
-        model.zero_grad(set_to_none=True)
-
-    times = {n: [] for n in POLICIES}
-    for n in POLICIES:  # one warm-up step each
-        with policy(n):
-            step()
-    for _ in range(reps):
-        for n in POLICIES:
-            with policy(n):
-                t0 = time.perf_counter()
-                step()
-                times[n].append((time.perf_counter() - t0) * 1e3)
-    return {n: {"median_ms": round(statistics.median(v), 1), "ms": [round(t, 1) for t in v]} for n, v in times.items()}
-
-
 def parse_opt(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--cfg", default="yolov5s.yaml")
@@ -128,7 +107,7 @@ def main(opt):
         result["layers_total_ms"] = {k: round(v, 1) for k, v in total.items()}
         print(f"{'all layers':>22} {'':>6}{total['modules']:>12.1f}{total['kernel']:>11.1f}"
               f"{total['modules'] / total['kernel']:>7.2f}")
-    result["step"] = step_medians(model, x, opt.reps)
+    result["step"] = step_medians(model, x, POLICIES, opt.reps, policy_of=policy)
     base = result["step"]["modules"]["median_ms"]
     print(f"\nforward + backward, {opt.cfg} {opt.img} px batch {opt.batch} (median of {opt.reps}, alternating)")
     for n, s in result["step"].items():

@@ -134,7 +134,11 @@ def layer_rows(shapes, reps):
     return rows
 
 
-def step_medians(model, x, names, reps):
+def step_medians(model, x, names, reps, policy_of=None):
+    """{policy name: median and every ms} of forward + backward steps under each policy (policy_of(name): its
+    context manager, this benchmark's policy by default), alternating after one warm-up step each."""
+    policy_of = policy_of or policy
+
     def step():
         loss = sum(o.float().square().mean() for o in model(x))
         loss.backward()
@@ -142,11 +146,11 @@ def step_medians(model, x, names, reps):
 
     times = {n: [] for n in names}
     for n in names:  # one warm-up step each
-        with policy(n):
+        with policy_of(n):
             step()
     for _ in range(reps):
         for n in names:
-            with policy(n):
+            with policy_of(n):
                 t0 = time.perf_counter()
                 step()
                 times[n].append((time.perf_counter() - t0) * 1e3)
