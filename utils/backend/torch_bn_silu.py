@@ -2,15 +2,20 @@
 
 In a CPU training step BatchNorm and SiLU are passes over every activation bound by memory traffic. PyTorch runs
 them as four kernels that read and write each activation 13 times, and autograd keeps both the BatchNorm input and
-its output; the kernel reads and writes 8 times and keeps only the input. It applies where a training Conv's
+its output; the kernel reads and writes 9 times and keeps only the input. It applies where a training Conv's
 output is fp32 channels-last on the CPU (the CPU default layout; with bf16 autocast the activations are bf16 and
 PyTorch's kernels run) and nothing observes the two modules (hooks, tracing, compiling). YOLO_FUSED_BN_SILU=0
 turns it off; without a C compiler it stays off, after one info line.
 
+Measured with benchmarks/bn_silu.py on a 2-core Zen 4, yolov5s 640 batch 16: the 57 layers' BatchNorm + SiLU alone
+1.48x faster (702 against 474 ms held to AVX2, 606 against 411 ms with AVX-512), whole forward + backward steps
+1.05x; whole training runs held to AVX2 112.2 s against 118.0 s without it (the official trainer's 173 s), with
+peak memory 6,665 against 7,877 MiB (the BatchNorm outputs are no longer kept).
+
 The same maths as torch.nn.BatchNorm2d then nn.SiLU: batch statistics (biased variance for normalising,
 unbiased for the running estimate, the module's momentum and eps), num_batches_tracked counted. Not the same bits:
 the statistics are summed in double, closer to a float64 reference than PyTorch's channels-last statistics
-(tests/test_backend/test_bn_silu.py holds both to that reference).
+(tests/test_backend/test_bn_silu.py holds the kernel to that reference and to PyTorch's kernels).
 """
 import ctypes
 import functools
