@@ -124,11 +124,15 @@ def load(name, flags=()):
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     lib = cache / library_name(source, flags, cc)
-    if not lib.exists():
-        with atomic_files.output_path(lib, mode=0o755) as tmp:
-            _compile(cc, source, flags, tmp)
-        prune(cache, source.stem)
-    if not _safe_to_load(lib):
+    try:
+        if not lib.exists():
+            with atomic_files.output_path(lib, mode=0o755) as tmp:
+                _compile(cc, source, flags, tmp)
+            prune(cache, source.stem)
+        safe = _safe_to_load(lib)
+    except OSError as e:  # a full disk (OutputWriteError), a folder pulled away: no kernel, and no crash
+        raise NativeBuildError(f"{lib} could not be written ({e})") from e
+    if not safe:
         raise NativeBuildError(f"{lib} is not private to this user (owner or permissions): not loaded; delete it")
     try:
         return ctypes.CDLL(str(lib))

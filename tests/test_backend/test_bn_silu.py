@@ -213,3 +213,18 @@ def test_cache_keeps_a_bounded_number_of_builds_and_nothing_else(kernel_source, 
     assert len(kept) == native_build.KEEP_BUILDS  # the new build and the newest old ones
     assert old[-1].exists() and not old[0].exists()
     assert all(p.exists() for p in mine)
+
+
+def test_full_disk_is_no_kernel_in_one_line_not_a_crash(kernel_source, tmp_path, monkeypatch):
+    import errno
+
+    from utils import atomic_files
+
+    def disk_full(path):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(atomic_files, "_before_write", disk_full)
+    with pytest.raises(native_build.NativeBuildError) as e:
+        native_build.load("k")
+    assert "\n" not in str(e.value) and "disk is full" in str(e.value)
+    assert not [p for p in (tmp_path / "cache" / "native").iterdir()]
