@@ -228,3 +228,14 @@ def test_full_disk_is_no_kernel_in_one_line_not_a_crash(kernel_source, tmp_path,
         native_build.load("k")
     assert "\n" not in str(e.value) and "disk is full" in str(e.value)
     assert not [p for p in (tmp_path / "cache" / "native").iterdir()]
+
+
+def test_no_writable_cache_builds_for_this_process_only(kernel_source, tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("YOLO_CACHE_DIR", str(blocker))  # YOLO_CACHE_DIR/native cannot be made
+    made = []
+    real_mkdtemp = native_build.tempfile.mkdtemp
+    monkeypatch.setattr(native_build.tempfile, "mkdtemp", lambda **kw: made.append(real_mkdtemp(**kw)) or made[-1])
+    assert native_build.load("k").answer() == 42
+    assert len(made) == 1 and not os.path.exists(made[0])  # built in a temporary folder, removed once loaded
