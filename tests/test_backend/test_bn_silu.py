@@ -239,3 +239,23 @@ def test_no_writable_cache_builds_for_this_process_only(kernel_source, tmp_path,
     monkeypatch.setattr(native_build.tempfile, "mkdtemp", lambda **kw: made.append(real_mkdtemp(**kw)) or made[-1])
     assert native_build.load("k").answer() == 42
     assert len(made) == 1 and not os.path.exists(made[0])  # built in a temporary folder, removed once loaded
+
+
+def test_silu_holds_over_the_whole_float_range(fused):
+    """Outputs far into both tails (normalised values times 25: about -90 to 90), element by element against
+    float64: relative where the value is above 1e-30 (below it float32 holds only denormals) and the BatchNorm
+    output is not near 0 (there it is the difference of two terms near 10, which float32 holds to about 1e-6
+    absolute, as PyTorch's kernels do)."""
+    x, grad = _data((2, 3, 40, 40))
+    bn, act = _modules(3)
+    with torch.no_grad():
+        bn.weight.fill_(25.0)
+    y = _run(bn_silu, bn, act, x, grad)["y"].double()
+    x64, b64 = x.double(), bn.bias.detach().double().view(1, -1, 1, 1)
+    mean, var = x64.mean((0, 2, 3), keepdim=True), x64.var((0, 2, 3), unbiased=False, keepdim=True)
+    pre = (x64 - mean) / (var + bn.eps).sqrt() * 25.0 + b64
+    ref = pre * torch.sigmoid(pre)
+    assert pre.min() < -60 and pre.max() > 60  # both tails reached
+    rel = ((y - ref).abs() / ref.abs())[(ref.abs() > 1e-30) & (pre.abs() > 1)]
+    assert float(rel.max()) < 2e-5  # float32's rounding of a pre-activation near 60, times the slope (about 1)
+    assert float((y - ref).abs().max()) < 1e-5
