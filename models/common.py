@@ -81,7 +81,7 @@ class BottleneckCSP(nn.Module):
     def forward(self, x):
         y1 = self.cv3(self.m(self.cv1(x)))
         y2 = self.cv2(x)
-        return self.cv4(self.act(self.bn(torch.cat((y1, y2), 1))))
+        return self.cv4(bn_silu(self.bn, self.act, torch.cat((y1, y2), 1)))  # self.act(self.bn(...))
 
 
 class C3(nn.Module):

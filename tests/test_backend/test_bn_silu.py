@@ -136,6 +136,17 @@ def test_model_conv_trains_through_it(fused):
     assert conv.conv.weight.grad is not None and int(conv.bn.num_batches_tracked) == 1
 
 
+def test_csp_bottleneck_trains_through_it(fused):
+    """BottleneckCSP (configs before v4.0) normalises its concatenation with its own BatchNorm and SiLU."""
+    from models.common import BottleneckCSP
+    torch.manual_seed(0)
+    m = BottleneckCSP(8, 8, n=1)
+    seen = []
+    m.cv4.register_forward_pre_hook(lambda mod, inp: seen.append(type(inp[0].grad_fn).__name__))
+    m(torch.randn(2, 8, 10, 10).contiguous(memory_format=torch.channels_last)).sum().backward()
+    assert seen == ["BatchNormSiLUBackward"] and int(m.bn.num_batches_tracked) == 1
+
+
 def test_no_compiler_falls_back_with_one_line(monkeypatch, caplog, tmp_path):
     from utils.backend import torch_bn_silu
     monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
