@@ -27,7 +27,7 @@ from utils.settings import CACHE_DIR
 
 SOURCE_DIR = Path(__file__).resolve().parent / "native"
 BASE_FLAGS = ("-O3", "-fPIC", "-shared", "-fno-trapping-math", "-fno-math-errno", "-fopenmp-simd")
-BUILD_TIMEOUT_S = 120
+BUILD_LIMIT_SECONDS = 120  # a compiler still running by then is stuck: training goes on without the kernel
 KEEP_BUILDS = 8  # libraries kept per kernel (older sources, other flags or compilers): the cache stays bounded
 
 
@@ -83,9 +83,9 @@ def _cache_dir():
 def _compile(cc, source, flags, out):
     cmd = [cc, *BASE_FLAGS, *flags, "-o", str(out), str(source), "-lpthread", "-lm"]
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_LIMIT_SECONDS)
     except subprocess.TimeoutExpired as e:
-        raise NativeBuildError(f"{Path(source).name}: the build took over {BUILD_TIMEOUT_S} s") from e
+        raise NativeBuildError(f"{Path(source).name}: the build took over {BUILD_LIMIT_SECONDS} s") from e
     except OSError as e:
         raise NativeBuildError(f"{Path(source).name}: {cc} did not run ({e})") from e
     if p.returncode != 0:
