@@ -76,6 +76,22 @@ def test_close_to_pytorch_kernels_and_deterministic(fused):
         torch.testing.assert_close(runs[0][k], plain[k], rtol=1e-4, atol=1e-4)
 
 
+def test_a_float64_default_dtype_changes_nothing(fused):
+    """The kernel's own buffers are float32 whatever torch.set_default_dtype says (the C code writes floats)."""
+    x, grad = _data((2, 6, 5, 4))
+    want = _run(bn_silu, *_modules(6), x, grad)
+    modules = _modules(6)  # a float32 model, and a user who changes the default dtype afterwards
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        got = _run(bn_silu, *modules, x, grad)
+    finally:
+        torch.set_default_dtype(old)
+    assert got["grad_fn"] == "BatchNormSiLUBackward"
+    for k in ("y", "dx", "dw", "db", "rm", "rv"):
+        assert torch.equal(got[k], want[k]), k
+
+
 @pytest.mark.parametrize("layout", ["channel_slice", "nchw"])
 def test_gradient_of_any_layout(fused, layout):
     """A Conv output that feeds a concatenation gets a channel slice of the concatenation's gradient; another

@@ -92,7 +92,8 @@ class BatchNormSiLU(torch.autograd.Function):
         n, c, h, w = x.shape
         rows = n * h * w
         out = torch.empty_like(x, memory_format=torch.channels_last)
-        stats = torch.empty(4, c)  # mean, 1/std, scale, shift: the backward recomputes the normalised input
+        # mean, 1/std, scale, shift (the backward recomputes the normalised input); float32 whatever the default dtype
+        stats = torch.empty(4, c, dtype=torch.float32)
         _check(lib.bn_silu_forward(x.data_ptr(), rows, c, weight.data_ptr(), bias.data_ptr(), running_mean.data_ptr(),
                                    running_var.data_ptr(), float(momentum), float(eps), out.data_ptr(),
                                    stats.data_ptr(), _threads(x.numel())), "forward")
@@ -109,7 +110,7 @@ class BatchNormSiLU(torch.autograd.Function):
         if gs is None:
             grad, gs = grad.contiguous(memory_format=torch.channels_last), c
         dx = torch.empty_like(x, memory_format=torch.channels_last)
-        dw, db = torch.empty(c), torch.empty(c)
+        dw, db = torch.empty(c, dtype=torch.float32), torch.empty(c, dtype=torch.float32)
         _check(kernel_library().bn_silu_backward(x.data_ptr(), n * h * w, c, grad.data_ptr(), gs, weight.data_ptr(),
                                                  stats.data_ptr(), dx.data_ptr(), dw.data_ptr(), db.data_ptr(),
                                                  int(ctx.needs_input_grad[0]), _threads(x.numel())), "backward")
