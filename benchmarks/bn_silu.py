@@ -3,9 +3,11 @@
     python benchmarks/bn_silu.py                                            # yolov5s 640, batch 16
     eval "$(python benchmarks/cpu_hold.py avx2)"; python benchmarks/bn_silu.py     # an AVX2-only CPU's kernels
     python benchmarks/bn_silu.py --cfg yolov5n.yaml --img 320
+    python benchmarks/bn_silu.py --amp                                      # bf16 autocast (native-bf16 CPUs)
 
 The kernel (utils/native/bn_silu.c through utils/backend/torch_bn_silu.py) runs every Conv's BatchNorm (training
-statistics) and SiLU of an fp32 channels-last CPU step in one forward pass and one backward pair of passes.
+statistics) and SiLU of a channels-last CPU step in one forward pass and one backward pair of passes, over fp32
+activations or, under bf16 autocast (--amp, the trainer's default where the CPU computes bf16), bf16 ones.
 
   layers  each Conv's BatchNorm + SiLU alone at its real output shape (random data): forward and backward through
           the modules (PyTorch's kernels) against the kernel; best of --reps calls each, alternating.
@@ -35,12 +37,13 @@ POLICIES = ("modules", "kernel")
 
 
 @contextlib.contextmanager
-def policy(name):
-    """The trainer's setting for one policy: modules = YOLO_FUSED_BN_SILU=0."""
+def policy(name, amp=False):
+    """The trainer's setting for one policy (modules = YOLO_FUSED_BN_SILU=0), under bf16 autocast with amp."""
     old = os.environ.get("YOLO_FUSED_BN_SILU")
     os.environ["YOLO_FUSED_BN_SILU"] = "0" if name == "modules" else "1"
     try:
-        yield
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            yield
     finally:
         if old is None:
             os.environ.pop("YOLO_FUSED_BN_SILU")
@@ -61,12 +64,12 @@ def bn_shapes(model, convs, x):
     return list(counts.items())
 
 
-def layer_rows(shapes, reps):
+def layer_rows(shapes, reps, dtype=torch.float32):
     rows = []
     for shape, count in shapes:
         bn, act = torch.nn.BatchNorm2d(shape[1], eps=1e-3, momentum=0.03), torch.nn.SiLU()
-        x = torch.randn(shape).contiguous(memory_format=torch.channels_last).requires_grad_()
-        g = torch.randn(shape).contiguous(memory_format=torch.channels_last)
+        x = torch.randn(shape).to(dtype).contiguous(memory_format=torch.channels_last).requires_grad_()
+        g = torch.randn(shape).to(dtype).contiguous(memory_format=torch.channels_last)
         ms = {}
         for name in POLICIES * 2:  # alternating, the best of both rounds
             with policy(name):
@@ -82,6 +85,7 @@ def parse_opt(argv=None):
     p.add_argument("--cfg", default="yolov5s.yaml")
     p.add_argument("--img", type=int, default=640)
     p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--amp", action="store_true", help="bf16 autocast: bf16 activations (layers in bf16 too)")
     p.add_argument("--reps", type=int, default=5, help="steps per policy (layers: timed calls per layer and round)")
     p.add_argument("--no-layers", action="store_true", help="skip the per-layer table")
     p.add_argument("--json", default=None, help="results file (default: a new one in benchmarks/results/)")
@@ -96,9 +100,10 @@ def main(opt):
     model, convs = build(opt.cfg)
     x = torch.rand(opt.batch, 3, opt.img, opt.img).contiguous(memory_format=torch.channels_last)
     result = {"cfg": opt.cfg, "img": opt.img, "batch": opt.batch, "threads": torch.get_num_threads(),
-              "isa_env": cpu_caps(), "layers": [], "step": {}}
+              "amp": "bf16" if opt.amp else None, "isa_env": cpu_caps(), "layers": [], "step": {}}
     if not opt.no_layers:
-        result["layers"] = layer_rows(bn_shapes(model, convs, x), opt.reps)
+        result["layers"] = layer_rows(bn_shapes(model, convs, x), opt.reps,
+                                      torch.bfloat16 if opt.amp else torch.float32)
         print(f"{'BatchNorm input':>22} layers  modules ms  kernel ms      x")
         for r in result["layers"]:
             print(f"{str(tuple(r['shape'])):>22} {r['layers']:>6}{r['modules_ms']:>12.2f}{r['kernel_ms']:>11.2f}"
@@ -107,9 +112,10 @@ def main(opt):
         result["layers_total_ms"] = {k: round(v, 1) for k, v in total.items()}
         print(f"{'all layers':>22} {'':>6}{total['modules']:>12.1f}{total['kernel']:>11.1f}"
               f"{total['modules'] / total['kernel']:>7.2f}")
-    result["step"] = step_medians(model, x, POLICIES, opt.reps, policy_of=policy)
+    result["step"] = step_medians(model, x, POLICIES, opt.reps, policy_of=lambda name: policy(name, opt.amp))
     base = result["step"]["modules"]["median_ms"]
-    print(f"\nforward + backward, {opt.cfg} {opt.img} px batch {opt.batch} (median of {opt.reps}, alternating)")
+    print(f"\nforward + backward, {opt.cfg} {opt.img} px batch {opt.batch}{' bf16 autocast' if opt.amp else ''} "
+          f"(median of {opt.reps}, alternating)")
     for n, s in result["step"].items():
         print(f"  {n:<10}{s['median_ms']:>10.1f} ms  {base / s['median_ms']:.3f}x against modules")
     print(f"wrote {write_result('bn_silu', result, path=opt.json)}")

@@ -30,9 +30,10 @@ TITLES = {
                   "oneDNN's channels_last gradients (native), the weight gradient of 3x3 convolutions on inputs of at "
                   "most 80x80 pixels from NCHW copies (nchw), of every 3x3 (nchw-all). x: native over the policy."),
     "bn_silu": ("BatchNorm + SiLU as one C kernel (`bn_silu.py`)",
-                "Forward and backward of the whole model on an fp32 channels_last batch, median ms of alternating "
-                "steps: PyTorch's BatchNorm and SiLU kernels (modules) against the fused kernel; and the sum over "
-                "the model's layers of each BatchNorm + SiLU alone (best of its calls). x: modules over kernel."),
+                "Forward and backward of the whole model on a channels_last batch (fp32, or under bf16 autocast), "
+                "median ms of alternating steps: PyTorch's BatchNorm and SiLU kernels (modules) against the fused "
+                "kernel; and the sum over the model's layers of each BatchNorm + SiLU alone (best of its calls). "
+                "x: modules over kernel."),
     "loss_reads": ("The loss's reads of the head maps (`loss_reads.py`)",
                    "The loss's forward and backward on random maps of the three levels (batch 16, 200 targets), "
                    "median ms of alternating runs: plain indexing of each map's fp32 copy (the formulation before, "
@@ -215,16 +216,17 @@ def conv_grad_rows(doc):
 def bn_silu_rows(doc):
     isa = ", ".join(f"{k}={v}" for k, v in (doc.get("isa_env") or {}).items() if v) or "the CPU's own"
     name = f"{_cfg_name(doc)} {doc.get('img')} b{doc.get('batch')}"
+    acts = "bf16 (autocast)" if doc.get("amp") == "bf16" else "fp32"
     rows = []
     layers = doc.get("layers_total_ms") or {}
     if layers.get("modules") and layers.get("kernel"):
-        rows.append([name, isa, "layers alone", num(layers["modules"], 1), num(layers["kernel"], 1),
+        rows.append([name, isa, acts, "layers alone", num(layers["modules"], 1), num(layers["kernel"], 1),
                      num(layers["modules"] / layers["kernel"], 2, "x")])
     steps = doc.get("step") or {}
     a, b = (steps.get("modules") or {}).get("median_ms"), (steps.get("kernel") or {}).get("median_ms")
     if a and b:
-        rows.append([name, isa, "whole step", num(a, 1), num(b, 1), num(a / b, 2, "x")])
-    return ["model", "ISA caps", "measured", ">modules ms", ">kernel ms", ">x"], rows
+        rows.append([name, isa, acts, "whole step", num(a, 1), num(b, 1), num(a / b, 2, "x")])
+    return ["model", "ISA caps", "activations", "measured", ">modules ms", ">kernel ms", ">x"], rows
 
 
 def loss_reads_rows(doc):

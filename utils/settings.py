@@ -132,7 +132,7 @@ NCHW_WEIGHT_GRAD = Setting(
     "kernels (no AVX-512; faster there) and off elsewhere; 0 off, 1 on.", _switch)
 FUSED_BN_SILU = Setting(
     "YOLO_FUSED_BN_SILU", "0, 1", True,
-    "CPU training runs each Conv's BatchNorm and SiLU as one C kernel (fp32 channels-last; built on first use with "
+    "CPU training runs each Conv's BatchNorm and SiLU as one C kernel (fp32 or bf16 channels-last; built on first use with "
     "the C compiler, cc or $CC, into YOLO_CACHE_DIR/native); 0 keeps PyTorch's separate kernels.", _switch)
 HOST_MALLOC = Setting(
     "YOLO_HOST_MALLOC", "default, 0, off, glibc", "",

@@ -92,12 +92,13 @@ def test_a_float64_default_dtype_changes_nothing(fused):
         assert torch.equal(got[k], want[k]), k
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("layout", ["channel_slice", "nchw"])
-def test_gradient_of_any_layout(fused, layout):
+def test_gradient_of_any_layout(fused, layout, dtype):
     """A Conv output that feeds a concatenation gets a channel slice of the concatenation's gradient; another
     consumer may hand back NCHW. Both give the gradients a dense channels-last one gives."""
-    x, grad = _data((2, 6, 5, 4))
-    wide = torch.randn(2, 10, 5, 4).contiguous(memory_format=torch.channels_last)
+    x, grad = _data((2, 6, 5, 4), dtype=dtype)
+    wide = torch.randn(2, 10, 5, 4).to(dtype).contiguous(memory_format=torch.channels_last)
     wide[:, 3:9] = grad
     other = wide[:, 3:9] if layout == "channel_slice" else grad.contiguous()
     assert not other.is_contiguous(memory_format=torch.channels_last)
@@ -107,8 +108,70 @@ def test_gradient_of_any_layout(fused, layout):
         assert torch.equal(got[k], want[k]), k
 
 
-def test_nan_is_not_hidden(fused):
-    x, grad = _data((2, 4, 6, 6))
+def _bf16_ulps(got, want):
+    """How many bfloat16 steps (units in the last place at want's magnitude) got is from want, element by element."""
+    _, exponent = torch.frexp(want.double().abs().clamp_min(1e-30))  # |want| = m * 2**exponent, 0.5 <= m < 1
+    return (got.double() - want.double()).abs() / torch.ldexp(torch.ones_like(want, dtype=torch.float64),
+                                                             exponent - 8)
+
+
+@pytest.mark.parametrize("shape", [(4, 24, 20, 18), (2, 7, 5, 3), (2, 33, 9, 16)])
+def test_bf16_is_the_float32_computation_rounded(fused, shape):
+    """bf16 activations (bf16 autocast) are widened exactly and computed as float32 ones are: the output is the
+    float32 kernel's output on the same values rounded once (as PyTorch rounds), everything per channel (running
+    statistics, weight and bias gradients) is the float32 kernel's, and the input gradient, which goes through
+    dL/d(BatchNorm output) kept in bf16 between the two backward passes (as PyTorch's kernels keep it), stays
+    within two bf16 roundings of the float32 one."""
+    x16, g16 = _data(shape, dtype=torch.bfloat16)
+    got = _run(bn_silu, *_modules(shape[1]), x16, g16)
+    want = _run(bn_silu, *_modules(shape[1]), x16.float(), g16.float())
+    assert got["grad_fn"] == want["grad_fn"] == "BatchNormSiLUBackward"
+    assert got["y"].dtype == got["dx"].dtype == torch.bfloat16 and got["dw"].dtype == torch.float32
+    assert got["y"].is_contiguous(memory_format=torch.channels_last)
+    assert got["dx"].is_contiguous(memory_format=torch.channels_last)
+    assert float(_bf16_ulps(got["y"], want["y"]).max()) <= 0.5 + 1e-3, "y: not the float32 value rounded"
+    assert torch.equal(got["y"], want["y"].bfloat16()), "y: rounded differently from PyTorch's rounding"
+    scale = float(want["dx"].abs().max())  # two roundings (dL/d(BatchNorm output), then dx): a bf16 step each
+    assert float((got["dx"].double() - want["dx"].double()).abs().max()) <= scale * 2.0 ** -7
+    for k in ("rm", "rv", "dw", "db"):
+        torch.testing.assert_close(got[k], want[k], rtol=2e-6, atol=1e-7, msg=k)
+    assert got["n"] == 1
+
+
+def test_bf16_at_least_as_close_to_float64_as_pytorch_bf16_kernels(fused):
+    """PyTorch's own kernels on the same bf16 tensors round the BatchNorm output to bf16 before the SiLU and the SiLU
+    gradient before the BatchNorm backward, and sum the weight gradients of those rounded values; the kernel rounds
+    once at the end. Against a float64 computation on the same bf16 values, every output of the kernel is at least
+    as close as PyTorch's, and within a bf16 rounding of the largest value."""
+    x16, g16 = _data((8, 16, 12, 12), dtype=torch.bfloat16)
+    got = _run(bn_silu, *_modules(16), x16, g16)
+    plain = _run(_modules_call, *_modules(16), x16, g16)
+    assert plain["y"].dtype == torch.bfloat16 and plain["grad_fn"] != got["grad_fn"]
+    want = _run(_modules_call, *_modules(16, dtype=torch.float64), x16.double(), g16.double())
+    for k in ("y", "dx", "dw", "db", "rm", "rv"):
+        ours, theirs = (float((r[k].double() - want[k]).abs().max()) for r in (got, plain))
+        assert ours <= theirs * 1.01 + 1e-12, f"{k}: {ours:.2e} from float64, PyTorch's bf16 kernels {theirs:.2e}"
+        assert ours <= float(want[k].abs().max()) * 2.0 ** -8, k
+
+
+def test_conv_under_bf16_autocast_trains_through_it(fused):
+    """The default CPU mixed precision: the Conv's convolution gives bf16, the kernel takes it and the float32
+    parameters get float32 gradients."""
+    from models.common import Conv
+    torch.manual_seed(0)
+    conv = Conv(8, 12, 3, 1)
+    x = torch.randn(2, 8, 10, 10).contiguous(memory_format=torch.channels_last)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = conv(x)
+    assert y.dtype == torch.bfloat16 and type(y.grad_fn).__name__ == "BatchNormSiLUBackward"
+    y.float().sum().backward()
+    assert conv.conv.weight.grad.dtype == conv.bn.weight.grad.dtype == torch.float32
+    assert torch.isfinite(conv.conv.weight.grad).all() and int(conv.bn.num_batches_tracked) == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_nan_is_not_hidden(fused, dtype):
+    x, grad = _data((2, 4, 6, 6), dtype=dtype)
     x[1, 2, 3, 3] = float("nan")
     got = _run(bn_silu, *_modules(4), x, grad)
     assert got["grad_fn"] == "BatchNormSiLUBackward"
@@ -119,9 +182,11 @@ def test_nan_is_not_hidden(fused):
 def test_runs_only_where_every_condition_holds(fused, monkeypatch):
     x, _ = _data((2, 8, 6, 6))
     bn, act = _modules(8)
-    assert fused.fused_applies(bn, act, x)
+    assert fused.fused_applies(bn, act, x) and fused.fused_applies(bn, act, x.bfloat16())
     cases = {
-        "bf16 activations": (bn, act, x.bfloat16()),
+        "fp16 activations": (bn, act, x.half()),
+        "float64 activations": (bn, act, x.double()),
+        "bf16 parameters": (_modules(8, dtype=torch.bfloat16)[0], act, x.bfloat16()),
         "NCHW input": (bn, act, x.contiguous()),
         "one value per channel": (bn, act, x[:1, :, :1, :1]),
         "not SiLU": (bn, nn.ReLU(), x),

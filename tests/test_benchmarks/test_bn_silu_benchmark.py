@@ -28,7 +28,13 @@ def test_policies_switch_the_kernel_and_restore_the_setting(bench, monkeypatch):
         assert type(conv(x).grad_fn).__name__ == "SiluBackward0"
     with bench.policy("kernel"):
         assert type(conv(x).grad_fn).__name__ == "BatchNormSiLUBackward"
-    assert "YOLO_FUSED_BN_SILU" not in os.environ
+    with bench.policy("kernel", amp=True):  # --amp: bf16 autocast, as the trainer's default on native-bf16 CPUs
+        y = conv(x)
+        assert y.dtype == torch.bfloat16 and type(y.grad_fn).__name__ == "BatchNormSiLUBackward"
+    with bench.policy("modules", amp=True):
+        y = conv(x)
+        assert y.dtype == torch.bfloat16 and type(y.grad_fn).__name__ == "SiluBackward0"
+    assert "YOLO_FUSED_BN_SILU" not in os.environ and not torch.is_autocast_enabled("cpu")
 
 
 @pytest.mark.slow
@@ -42,4 +48,5 @@ def test_benchmark_writes_and_renders_its_figures(bench, tmp_path):
     assert all(len(s["ms"]) == 2 and s["median_ms"] > 0 for s in doc["step"].values())
     assert doc["layers"] and sum(r["layers"] for r in doc["layers"]) == 57  # yolov5n's Conv layers
     header, rows = bn_silu_rows(doc)
-    assert [r[2] for r in rows] == ["layers alone", "whole step"] and len(header) == len(rows[0])
+    assert [r[3] for r in rows] == ["layers alone", "whole step"] and len(header) == len(rows[0])
+    assert {r[2] for r in rows} == {"fp32"}

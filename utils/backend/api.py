@@ -28,7 +28,7 @@ FUNCTION_SET = {
     # the models
     "conv2d": "conv(x) for a model's nn.Conv2d (PyTorch, a CPU with AVX2 kernels only: large training convolutions "
               "take their weight gradient from NCHW copies, measured faster there)",
-    "bn_silu": "act(bn(x)) for a model's Conv (PyTorch, CPU fp32 channels-last training: one C kernel, "
+    "bn_silu": "act(bn(x)) for a model's Conv (PyTorch, CPU fp32/bf16 channels-last training: one C kernel, "
                "utils/native/bn_silu.c, where it builds)",
     # the loss
     "head_reads": "a level map's objectness logits and the rows at given cells, in fp32 (the map's gradient "

@@ -1,11 +1,14 @@
-/* BatchNorm in training (batch statistics) followed by SiLU, forward and backward, over channels-last float32
- * tensors: a tensor of N images, C channels and H x W pixels is R = N*H*W rows of C floats, row after row.
+/* BatchNorm in training (batch statistics) followed by SiLU, forward and backward, over channels-last float32 or
+ * bfloat16 tensors: a tensor of N images, C channels and H x W pixels is R = N*H*W rows of C values, row after row.
  *
  * Why: in a CPU training step BatchNorm and SiLU are memory-bound passes over every activation. Done as PyTorch's
  * separate kernels they read and write the data thirteen times a layer (BatchNorm forward 2 reads + 1 write, SiLU
  * 1 + 1, SiLU backward 2 + 1, BatchNorm backward 4 + 1) and autograd keeps both the BatchNorm input and its output.
- * Here the forward reads its input twice and writes once, the backward reads 4 times and writes twice, and only the
- * BatchNorm input is kept (the normalised value is recomputed from it).
+ * Here the forward reads its input twice and writes once; the backward reads the input and the output gradient
+ * twice each and writes the input gradient once (dL/d(BatchNorm output) is computed in both passes rather than
+ * stored); only the BatchNorm input is kept (the normalised value is recomputed from it). bfloat16 (the
+ * activations of bf16 autocast) halves every move again: rows are widened to float32 in a buffer that stays in
+ * the core's cache, computed in float32 and rounded once on the way out.
  *
  * Numerics: per-channel sums are accumulated in double (PyTorch's channels-last statistics are float and were
  * measured 2e-4 relative from a float64 reference on a 16x32x320x320 tensor; these 2e-7). exp() is a polynomial
@@ -19,14 +22,22 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MAX_THREADS 256
 #define FLUSH_ROWS 128 /* float partial sums go into the double ones every FLUSH_ROWS rows */
 
 static inline float exp_poly(float x) {
     /* exp(x) = 2^k * e^r, |r| <= ln2/2; e^r by a degree-7 polynomial (Cephes' expf coefficients). */
-    x = x < -87.3f ? -87.3f : x;
-    x = x > 88.7f ? 88.7f : x;
+    union { float f; uint32_t u; } v;
+    v.f = x;
+    /* |x| <= 87.3 (2^k stays a normal float), clamped on the bits: a float compare-and-select here made gcc
+     * specialise the whole function for the clamped values (compares, masks and blends: 10% of a bf16 pass).
+     * A NaN becomes 87.3 in magnitude; callers multiply by their argument, so a NaN still comes out NaN. */
+    uint32_t mag = v.u & 0x7fffffffu;
+    mag = mag < 0x42ae999au ? mag : 0x42ae999au;
+    v.u = (v.u & 0x80000000u) | mag;
+    x = v.f;
     float k = __builtin_rintf(x * 1.44269504088896341f);
     float r = x - k * 0.693359375f + k * 2.12194440e-4f;
     float p = 1.9875691500e-4f;
@@ -43,49 +54,77 @@ static inline float exp_poly(float x) {
 
 static inline float sigmoid(float y) { return 1.0f / (1.0f + exp_poly(-y)); }
 
+/* ---- values: float32, or bfloat16 widened on load and rounded on store ---- */
+
+/* bfloat16 is the high half of a float32: widening is exact; narrowing rounds to nearest even, as PyTorch's
+ * c10::BFloat16 does (a NaN becomes 0x7fc0). Written with integer operations so the compiler vectorises them. */
+static inline float from_bf16(uint16_t h) {
+    union { uint32_t u; float f; } v;
+    v.u = (uint32_t)h << 16;
+    return v.f;
+}
+
+static inline uint16_t to_bf16(float f) {
+    union { float f; uint32_t u; } v;
+    v.f = f;
+    uint32_t rounded = (v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16;
+    return (v.u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)0x7fc0 : (uint16_t)rounded;
+}
+
+/* Element i of a float32 (bf16 == 0) or bfloat16 tensor. Every pass below is written once and inlined twice, with
+ * bf16 a constant 0 or 1 (ALWAYS_INLINE), so each loop compiles to plain float or plain bfloat16 vector code. */
+static inline float load(const void *restrict t, const int bf16, long i) {
+    return bf16 ? from_bf16(((const uint16_t *)t)[i]) : ((const float *)t)[i];
+}
+
+static inline void store(void *restrict t, const int bf16, long i, float v) {
+    if (bf16) ((uint16_t *)t)[i] = to_bf16(v);
+    else ((float *)t)[i] = v;
+}
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#define FOR_BOTH_TYPES(bf16, call) do { if (bf16) call(1); else call(0); } while (0)
+
 /* ---- the passes, each over rows [r0, r1) ---- */
 
-static void pass_stats(const float *restrict x, long r0, long r1, long C, double *restrict s, double *restrict q) {
+ALWAYS_INLINE void stats_rows(const void *restrict x, const int bf16, long r0, long r1, long C, double *restrict s,
+                              double *restrict q) {
     for (long r = r0; r < r1; r++) {
-        const float *restrict xr = x + r * C;
         _Pragma("omp simd") for (long c = 0; c < C; c++) {
-            double v = xr[c];
+            double v = load(x, bf16, r * C + c);
             s[c] += v;
             q[c] += v * v;
         }
     }
 }
 
-static void pass_forward(const float *restrict x, float *restrict out, long r0, long r1, long C,
-                         const float *restrict scale, const float *restrict shift) {
+ALWAYS_INLINE void forward_rows(const void *restrict x, void *restrict out, const int bf16, long r0, long r1, long C,
+                                const float *restrict scale, const float *restrict shift) {
     for (long r = r0; r < r1; r++) {
-        const float *restrict xr = x + r * C;
-        float *restrict o = out + r * C;
         _Pragma("omp simd") for (long c = 0; c < C; c++) {
-            float y = xr[c] * scale[c] + shift[c];
-            o[c] = y * sigmoid(y);
+            float y = load(x, bf16, r * C + c) * scale[c] + shift[c];
+            store(out, bf16, r * C + c, y * sigmoid(y));
         }
     }
 }
 
-/* gy = dL/d(BatchNorm output) = g * silu'(y), written to gy; sums of gy and gy * (x - mean) per channel. */
-static void pass_backward_sums(const float *restrict x, const float *restrict g, long gs, float *restrict gy,
-                               long r0, long r1, long C, const float *restrict scale, const float *restrict shift,
-                               const float *restrict mean, float *restrict fa, float *restrict fb,
-                               double *restrict sa, double *restrict sb) {
+/* gy = dL/d(BatchNorm output) = g * silu'(y), stored in x's type into gy (the input gradient's memory: the next
+ * pass turns it into dx in place); sums per channel of gy and of gy * (x - mean), from the unrounded values. */
+ALWAYS_INLINE void backward_sum_rows(const void *restrict x, const void *restrict g, long gs, void *restrict gy,
+                                     const int bf16, long r0, long r1, long C, const float *restrict scale,
+                                     const float *restrict shift, const float *restrict mean, float *restrict fa,
+                                     float *restrict fb, double *restrict sa, double *restrict sb) {
     long rows = 0;
     for (long c = 0; c < C; c++) fa[c] = fb[c] = 0.0f;
     for (long r = r0; r < r1; r++) {
-        const float *restrict xr = x + r * C;
-        const float *restrict gr = g + r * gs;
-        float *restrict o = gy + r * C;
         _Pragma("omp simd") for (long c = 0; c < C; c++) {
-            float y = xr[c] * scale[c] + shift[c];
+            float xv = load(x, bf16, r * C + c);
+            float y = xv * scale[c] + shift[c];
             float s = sigmoid(y);
-            float d = gr[c] * s * (1.0f + y * (1.0f - s));
-            o[c] = d;
+            float d = load(g, bf16, r * gs + c) * s * (1.0f + y * (1.0f - s));
+            store(gy, bf16, r * C + c, d);
             fa[c] += d;
-            fb[c] += d * (xr[c] - mean[c]);
+            fb[c] += d * (xv - mean[c]);
         }
         if (++rows == FLUSH_ROWS) {
             for (long c = 0; c < C; c++) {
@@ -103,13 +142,14 @@ static void pass_backward_sums(const float *restrict x, const float *restrict g,
 }
 
 /* dx = k1 * gy - k2 * (x - mean) - k0, in place over gy. */
-static void pass_backward_input(const float *restrict x, float *restrict gy, long r0, long r1, long C,
-                                const float *restrict k0, const float *restrict k1, const float *restrict k2,
-                                const float *restrict mean) {
+ALWAYS_INLINE void backward_input_rows(const void *restrict x, void *gy, const int bf16, long r0, long r1, long C,
+                                       const float *restrict mean, const float *restrict k0,
+                                       const float *restrict k1, const float *restrict k2) {
     for (long r = r0; r < r1; r++) {
-        const float *restrict xr = x + r * C;
-        float *restrict o = gy + r * C;
-        _Pragma("omp simd") for (long c = 0; c < C; c++) o[c] = k1[c] * o[c] - k2[c] * (xr[c] - mean[c]) - k0[c];
+        _Pragma("omp simd") for (long c = 0; c < C; c++) {
+            long i = r * C + c;
+            store(gy, bf16, i, k1[c] * load(gy, bf16, i) - k2[c] * (load(x, bf16, i) - mean[c]) - k0[c]);
+        }
     }
 }
 
@@ -118,23 +158,27 @@ static void pass_backward_input(const float *restrict x, float *restrict gy, lon
 enum { STATS, FORWARD, BACKWARD_SUMS, BACKWARD_INPUT };
 
 typedef struct {
-    int pass;
+    int pass, bf16;
     long r0, r1, C, gs;
-    const float *x, *g, *scale, *shift, *mean, *k0, *k1, *k2;
-    float *out, *fa, *fb;
+    const void *x, *g;
+    void *out;
+    const float *scale, *shift, *mean, *k0, *k1, *k2;
+    float *fa, *fb;
     double *sa, *sb;
 } job_t;
 
 static void *run_job(void *arg) {
     job_t *j = (job_t *)arg;
     switch (j->pass) {
-    case STATS: pass_stats(j->x, j->r0, j->r1, j->C, j->sa, j->sb); break;
-    case FORWARD: pass_forward(j->x, j->out, j->r0, j->r1, j->C, j->scale, j->shift); break;
-    case BACKWARD_SUMS:
-        pass_backward_sums(j->x, j->g, j->gs, j->out, j->r0, j->r1, j->C, j->scale, j->shift, j->mean, j->fa,
-                           j->fb, j->sa, j->sb);
-        break;
-    default: pass_backward_input(j->x, j->out, j->r0, j->r1, j->C, j->k0, j->k1, j->k2, j->mean);
+#define STATS_(T) stats_rows(j->x, T, j->r0, j->r1, j->C, j->sa, j->sb)
+#define FORWARD_(T) forward_rows(j->x, j->out, T, j->r0, j->r1, j->C, j->scale, j->shift)
+#define SUMS_(T) backward_sum_rows(j->x, j->g, j->gs, j->out, T, j->r0, j->r1, j->C, j->scale, j->shift, j->mean, \
+                                   j->fa, j->fb, j->sa, j->sb)
+#define INPUT_(T) backward_input_rows(j->x, j->out, T, j->r0, j->r1, j->C, j->mean, j->k0, j->k1, j->k2)
+    case STATS: FOR_BOTH_TYPES(j->bf16, STATS_); break;
+    case FORWARD: FOR_BOTH_TYPES(j->bf16, FORWARD_); break;
+    case BACKWARD_SUMS: FOR_BOTH_TYPES(j->bf16, SUMS_); break;
+    default: FOR_BOTH_TYPES(j->bf16, INPUT_);
     }
     return 0;
 }
@@ -159,27 +203,44 @@ static int clamp_threads(int n, long R) {
     return n < 1 ? 1 : n;
 }
 
-static void split(job_t *jobs, int n, long R) {
+/* Zeroed per-thread blocks of count values of size bytes, each block on cache lines of its own; *stride (out): the
+ * values from one block to the next. Threads summing into neighbouring blocks would otherwise share the line at
+ * the boundary and pass it between cores on every row: with 32 channels the statistics pass ran 3x slower on two
+ * threads than on one, depending on where malloc happened to place the blocks. */
+#define CACHE_LINE 64
+static void *thread_blocks(int n, size_t count, size_t size, size_t *stride) {
+    size_t bytes = (count * size + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
+    void *p = NULL;
+    if (posix_memalign(&p, CACHE_LINE, bytes * (size_t)n) != 0) return NULL;
+    *stride = bytes / size;
+    return memset(p, 0, bytes * (size_t)n);
+}
+
+/* n jobs over R rows: each its rows and the fields common to all. */
+static void split(job_t *jobs, int n, long R, long C, int bf16, const void *x) {
     for (int t = 0; t < n; t++) {
         jobs[t].r0 = R * t / n;
         jobs[t].r1 = R * (t + 1) / n;
+        jobs[t].C = C; jobs[t].bf16 = bf16; jobs[t].x = x;
     }
 }
 
-/* Forward. stats (out): 4*C floats, mean, invstd, scale = w*invstd, shift = b - mean*scale, for the backward.
+/* Forward over x of R rows of C values, float32 or (bf16 != 0) bfloat16; out has x's type, everything per channel
+ * is float32. stats (out): 4*C floats, mean, invstd, scale = w*invstd, shift = b - mean*scale, for the backward.
  * running_mean/var are updated as torch.nn.BatchNorm2d does (momentum, unbiased variance). Returns 0, -2 when
  * memory ran out (nothing written), -3 for R < 2 (no variance; PyTorch raises there). */
-int bn_silu_forward(const float *x, long R, long C, const float *w, const float *b, float *running_mean,
-                    float *running_var, double momentum, double eps, float *out, float *stats, int nthreads) {
+int bn_silu_forward(const void *x, int bf16, long R, long C, const float *w, const float *b, float *running_mean,
+                    float *running_var, double momentum, double eps, void *out, float *stats, int nthreads) {
     if (R < 2) return -3;
     int n = clamp_threads(nthreads, R);
-    double *acc = calloc((size_t)2 * n * C, sizeof(double));
+    size_t as;
+    double *acc = thread_blocks(n, 2 * (size_t)C, sizeof(double), &as);
     job_t *jobs = calloc((size_t)n, sizeof(job_t));
     if (!acc || !jobs) { free(acc); free(jobs); return -2; }
-    split(jobs, n, R);
+    split(jobs, n, R, C, bf16, x);
     for (int t = 0; t < n; t++) {
-        jobs[t].pass = STATS; jobs[t].C = C; jobs[t].x = x;
-        jobs[t].sa = acc + (size_t)2 * t * C; jobs[t].sb = jobs[t].sa + C;
+        jobs[t].pass = STATS;
+        jobs[t].sa = acc + as * t; jobs[t].sb = jobs[t].sa + C;
     }
     run_jobs(jobs, n);
     float *mean = stats, *invstd = stats + C, *scale = stats + 2 * C, *shift = stats + 3 * C;
@@ -200,27 +261,29 @@ int bn_silu_forward(const float *x, long R, long C, const float *w, const float 
     return 0;
 }
 
-/* Backward. g: dL/d(output), rows gs floats apart (gs >= C: a channel slice of a wider channels-last tensor).
- * Writes dx (R*C, dense; also the scratch for dL/d(BatchNorm output), so it is always needed), dw and db (C each).
- * want_dx 0 skips the input gradient's last pass. Returns 0, or -2 when memory ran out (nothing valid written). */
-int bn_silu_backward(const float *x, long R, long C, const float *g, long gs, const float *w, const float *stats,
-                     float *dx, float *dw, float *db, int want_dx, int nthreads) {
+/* Backward. g: dL/d(output) in x's type, rows gs values apart (gs >= C: a channel slice of a wider channels-last
+ * tensor). Writes dx (R*C values of x's type, dense; also the scratch for dL/d(BatchNorm output), so it is always
+ * needed), dw and db (C floats each). want_dx 0 skips the input gradient's last pass. Returns 0, or -2 when memory
+ * ran out (nothing valid written). */
+int bn_silu_backward(const void *x, int bf16, long R, long C, const void *g, long gs, const float *w,
+                     const float *stats, void *dx, float *dw, float *db, int want_dx, int nthreads) {
     int n = clamp_threads(nthreads, R);
-    double *acc = calloc((size_t)2 * n * C, sizeof(double));
-    float *part = malloc(sizeof(float) * 2 * n * C + sizeof(float) * 3 * C);
+    size_t as, ps;
+    double *acc = thread_blocks(n, 2 * (size_t)C, sizeof(double), &as);
+    float *part = thread_blocks(n, 2 * (size_t)C, sizeof(float), &ps);
+    float *k0 = malloc(sizeof(float) * 3 * C), *k1 = k0 + C, *k2 = k1 + C;
     job_t *jobs = calloc((size_t)n, sizeof(job_t));
-    if (!acc || !part || !jobs) { free(acc); free(part); free(jobs); return -2; }
+    if (!acc || !part || !k0 || !jobs) { free(acc); free(part); free(k0); free(jobs); return -2; }
     const float *mean = stats, *invstd = stats + C, *scale = stats + 2 * C, *shift = stats + 3 * C;
-    split(jobs, n, R);
+    split(jobs, n, R, C, bf16, x);
     for (int t = 0; t < n; t++) {
         job_t *j = &jobs[t];
-        j->pass = BACKWARD_SUMS; j->C = C; j->gs = gs; j->x = x; j->g = g; j->out = dx;
+        j->pass = BACKWARD_SUMS; j->gs = gs; j->g = g; j->out = dx;
         j->scale = scale; j->shift = shift; j->mean = mean;
-        j->fa = part + (size_t)2 * t * C; j->fb = j->fa + C;
-        j->sa = acc + (size_t)2 * t * C; j->sb = j->sa + C;
+        j->fa = part + ps * t; j->fb = j->fa + C;
+        j->sa = acc + as * t; j->sb = j->sa + C;
     }
     run_jobs(jobs, n);
-    float *k0 = part + (size_t)2 * n * C, *k1 = k0 + C, *k2 = k1 + C;
     for (long c = 0; c < C; c++) {
         double sum_gy = 0, sum_gyx = 0;
         for (int t = 0; t < n; t++) { sum_gy += jobs[t].sa[c]; sum_gyx += jobs[t].sb[c]; }
@@ -235,6 +298,6 @@ int bn_silu_backward(const float *x, long R, long C, const float *g, long gs, co
         for (int t = 0; t < n; t++) { jobs[t].pass = BACKWARD_INPUT; jobs[t].k0 = k0; jobs[t].k1 = k1; jobs[t].k2 = k2; }
         run_jobs(jobs, n);
     }
-    free(acc); free(part); free(jobs);
+    free(acc); free(part); free(k0); free(jobs);
     return 0;
 }
