@@ -4,14 +4,16 @@
     python benchmarks/step_profile.py --ref ../yolov5-official                       # yolov5n at 320, both sides
     python benchmarks/step_profile.py --ref ../yolov5-official --cfg yolov5s.yaml --img 640
     python benchmarks/step_profile.py --side project --json out.json                # one side, no --ref needed
+    python benchmarks/step_profile.py --side project --amp --cfg yolov5s.yaml --img 640      # bf16 autocast
 
 Each side runs in its own process (the official one with --ref-python, default ../venv/bin/python beside the
 checkout, so its `models`/`utils` packages never meet this project's), on the CPU, from the model YAML (from scratch,
 80 classes), batch --batch, on a writable copy of coco128 read by that codebase's own training loader (mosaic and the
 other augmentations of hyp.scratch-low.yaml, --workers processes). After --warmup steps, --steps steps are timed
 without the profiler (wall ms per step), then the same number profiled. A step is what each train.py does on the
-CPU in fp32: the next batch from the loader (data wait) and uint8 -> float (this project: channels_last input, its
-CPU default), forward, loss, backward, then the optimizer (unscale, clip at 10, step, zero_grad) and the EMA update,
+CPU in fp32 (--amp: this project's forward and loss under bf16 autocast, its default on CPUs that compute bf16
+natively; the official trainer has no CPU autocast): the next batch from the loader (data wait) and uint8 -> float
+(this project: channels_last input, its CPU default), forward, loss, backward, then the optimizer (unscale, clip at 10, step, zero_grad) and the EMA update,
 both every step here (the trainers run them every 64 / batch steps: `amortised_ms` counts them that way).
 
 Groups, per step, in ms of the operators' own (self) CPU time: data wait; forward convolution, BatchNorm,
@@ -160,9 +162,9 @@ def project_side(opt):
             imgs = imgs.to(dev).float() / 255
             if channels_last:
                 imgs = backend.to_channels_last(imgs)
-        with phase("forward"):
+        with phase("forward"), backend.autocast(dev, enabled=opt.amp, dtype=torch.bfloat16):
             pred = model(imgs)
-        with phase("loss"):
+        with phase("loss"), backend.autocast(dev, enabled=opt.amp, dtype=torch.bfloat16):
             loss, _ = compute_loss(pred, targets.to(dev))
         with phase("backward"):
             scaler.scale(loss).backward()
@@ -244,6 +246,7 @@ def measure_side(opt):
     g = out["groups_ms"]
     every_step = sum(v for k, v in g.items() if k not in ("optimizer", "ema"))
     out.update(side=opt.side, cfg=opt.cfg, img=opt.img, batch=opt.batch, workers=opt.workers, accumulate=accumulate,
+               amp="bf16" if opt.amp and opt.side == "project" else None,
                amortised_ms=round(every_step + (g["optimizer"] + g["ema"]) / accumulate, 3))
     Path(opt.json).write_text(json.dumps(out, indent=1))
     return 0
@@ -290,6 +293,8 @@ def run_both(opt):
                    "--images", str(tmp / f"coco128_{side}" / "images" / "train2017"), "--cfg", opt.cfg,
                    "--img", str(opt.img), "--batch", str(opt.batch), "--workers", str(opt.workers),
                    "--warmup", str(opt.warmup), "--steps", str(opt.steps)] + (["--ref", opt.ref] if opt.ref else [])
+            if opt.amp and side == "project":
+                cmd.append("--amp")
             drop = ("PYTHONPATH", "YOLO_BACKEND", "RANK", "LOCAL_RANK", "WORLD_SIZE")
             env = {k: v for k, v in os.environ.items() if k not in drop}
             if side == "official":
@@ -305,6 +310,7 @@ def run_both(opt):
         return 1
     print_table(sides)
     result = {"cfg": opt.cfg, "img": opt.img, "batch": opt.batch, "workers": opt.workers, "steps": opt.steps,
+              "amp": "bf16" if opt.amp else None,
               "ref_env": opt.ref_env, "load_average": os.getloadavg()[0],
               "warmup": opt.warmup, "sides": sides, "ratio_official_over_project": ratios(sides)}
     print(f"wrote {write_result('step_profile', result, path=opt.json)}")
@@ -322,6 +328,8 @@ def parse_opt(argv=None):
     p.add_argument("--img", type=int, default=320)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--amp", action="store_true", help="this project's side under bf16 autocast (its default where the "
+                   "CPU computes bf16 natively)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--data", default=str(SHARED / "data" / "coco128"), help="coco128 folder (copied per side)")
