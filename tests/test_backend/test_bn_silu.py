@@ -76,6 +76,38 @@ def test_close_to_pytorch_kernels_and_deterministic(fused):
         torch.testing.assert_close(runs[0][k], plain[k], rtol=1e-4, atol=1e-4)
 
 
+def test_ctypes_declarations_match_the_c_prototypes(fused):
+    """ctypes cannot see the C signatures: a declaration one argument short passes everything but the last
+    argument, which the C code then reads from whatever is on the stack (the thread count, once). Each exported
+    function's parameters in utils/native/bn_silu.c, mapped to ctypes, must be its declared argtypes."""
+    import ctypes
+    import re
+    source = (native_build.SOURCE_DIR / "bn_silu.c").read_text()
+    c_types = {"int": ctypes.c_int, "long": ctypes.c_long, "double": ctypes.c_double}
+    lib = fused.kernel_library()
+    exported = re.findall(r"^int (bn_silu_\w+)\(([^)]*)\)", source, re.M)
+    assert {name for name, _ in exported} == {"bn_silu_forward", "bn_silu_backward"}
+    for name, params in exported:
+        want = []
+        for p in " ".join(params.split()).split(","):
+            p = p.replace("const ", "").strip()
+            want.append(ctypes.c_void_p if "*" in p else c_types[p.split()[0]])
+        assert list(getattr(lib, name).argtypes) == want, name
+        assert getattr(lib, name).restype is ctypes.c_int, name
+
+
+def test_frozen_input_still_trains_the_batchnorm(fused):
+    """With the input needing no gradient (a frozen convolution before the BatchNorm), the weight and bias still get
+    theirs (the kernel's scratch for the backward is allocated all the same)."""
+    x, grad = _data((2, 6, 5, 4))
+    bn, act = _modules(6)
+    y = bn_silu(bn, act, x)  # x does not require grad
+    assert type(y.grad_fn).__name__ == "BatchNormSiLUBackward"
+    y.backward(grad)
+    want = _run(bn_silu, *_modules(6), x, grad)
+    assert torch.equal(bn.weight.grad, want["dw"]) and torch.equal(bn.bias.grad, want["db"])
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_same_bits_whatever_the_number_of_threads(fused, dtype):
     """Rows go out in chunks to whichever thread is free, and sums are added in chunk order: the number of threads

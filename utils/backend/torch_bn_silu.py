@@ -57,7 +57,7 @@ def kernel_library():
         LOGGER.info(f"fused BatchNorm+SiLU off, PyTorch's kernels run: {e}")
         return None
     lib.bn_silu_forward.argtypes = [_P, _I, _L, _L, _P, _P, _P, _P, _D, _D, _P, _P, _I]
-    lib.bn_silu_backward.argtypes = [_P, _I, _L, _L, _P, _L, _P, _P, _P, _P, _P, _I]
+    lib.bn_silu_backward.argtypes = [_P, _I, _L, _L, _P, _L, _P, _P, _P, _P, _P, _I, _I]
     lib.bn_silu_forward.restype = lib.bn_silu_backward.restype = _I
     return lib
 
@@ -120,13 +120,12 @@ class BatchNormSiLU(torch.autograd.Function):
         gs = _row_stride(grad)
         if gs is None:
             grad, gs = grad.contiguous(memory_format=torch.channels_last), c
-        dx = torch.empty_like(x, memory_format=torch.channels_last) if need[0] else None
+        dx = torch.empty_like(x, memory_format=torch.channels_last)  # also the kernel's scratch: always needed
         dw, db = torch.empty(c, dtype=torch.float32), torch.empty(c, dtype=torch.float32)
         _check(kernel_library().bn_silu_backward(x.data_ptr(), _is_bf16(x), n * h * w, c, grad.data_ptr(), gs,
-                                                 weight.data_ptr(), stats.data_ptr(),
-                                                 dx.data_ptr() if dx is not None else None, dw.data_ptr(),
-                                                 db.data_ptr(), _threads(x.numel())), "backward")
-        return dx, dw if need[1] else None, db if need[2] else None, None, None, None, None
+                                                 weight.data_ptr(), stats.data_ptr(), dx.data_ptr(), dw.data_ptr(),
+                                                 db.data_ptr(), int(need[0]), _threads(x.numel())), "backward")
+        return dx if need[0] else None, dw if need[1] else None, db if need[2] else None, None, None, None, None
 
 
 def _observed(*modules):
