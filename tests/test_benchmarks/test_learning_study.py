@@ -174,6 +174,33 @@ def test_step_profile_groups():
     assert step_profile.top_ops(ops, 2, n=1) == [["aten::convolution_backward", 3.0, 0.5]]
 
 
+def test_step_profile_amp_reaches_this_projects_side_only(tmp_path, monkeypatch):
+    """--amp profiles this project's step under bf16 autocast (its default on native-bf16 CPUs); the official side,
+    which has no CPU autocast, is run as before. The sides' commands are caught before they run."""
+    import subprocess
+    import types
+    seen, real_run = {}, subprocess.run
+
+    def fake_run(cmd, **kw):
+        if "--side" not in cmd:  # the results file's own calls (git, for the commit it records)
+            return real_run(cmd, **kw)
+        side = cmd[cmd.index("--side") + 1]
+        seen[side] = cmd
+        Path(cmd[cmd.index("--json") + 1]).write_text(json.dumps(
+            {"wall_ms_per_step": 1.0, "amortised_ms": 1.0, "groups_ms": {g: 1.0 for g in step_profile.GROUP_ORDER}}))
+        return types.SimpleNamespace(returncode=0, stdout="", stderr="")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.setattr("benchmarks.compare_train.dataset_copy", lambda src, dst: None)
+    ref_python = tmp_path / "python"
+    ref_python.write_text("")
+    opt = step_profile.parse_opt(["--amp", "--ref", str(tmp_path), "--ref-python", str(ref_python),
+                                  "--json", str(tmp_path / "out.json")])
+    assert step_profile.run_both(opt) == 0
+    assert "--amp" in seen["project"] and "--amp" not in seen["official"]
+    assert json.loads((tmp_path / "out.json").read_text())["amp"] == "bf16"
+
+
 def test_a_study_grows_by_parts_with_the_same_settings_only(tmp_path):
     """--add-to keeps the file's successful runs (the failed one is run again), adds its seeds, and refuses a file
     made with other settings in one line."""

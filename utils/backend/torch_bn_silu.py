@@ -8,10 +8,10 @@ default layout) and nothing observes the two modules (hooks, tracing, compiling)
 off; without a C compiler it stays off, after one info line.
 
 Measured with benchmarks/bn_silu.py on a 2-core Zen 4, yolov5s 640 batch 16 (the figures of the results files
-named in docs/speed.md): the 57 layers' BatchNorm + SiLU alone about 1.5x faster in fp32 and 1.3x in bf16 (there
-the kernel is bound by arithmetic, the exp and the conversions, more than by memory), whole forward + backward
-steps 1.04-1.05x; whole training runs held to AVX2 112.2 s against 118.0 s without it (the official trainer's
-173 s), with peak memory 6,665 against 7,877 MiB (the BatchNorm outputs are no longer kept).
+named in docs/speed.md): the 57 layers' BatchNorm + SiLU alone 1.7x faster in fp32 and 1.34x in bf16 (there the
+kernel is bound by arithmetic, the exp and the conversions, more than by memory), whole forward + backward steps
+1.04-1.06x; whole training runs held to AVX2 112.2 s against 118.0 s without it (the official trainer's 173 s),
+with peak memory 6,665 against 7,877 MiB (the BatchNorm outputs are no longer kept).
 
 The same maths as torch.nn.BatchNorm2d then nn.SiLU: batch statistics (biased variance for normalising,
 unbiased for the running estimate, the module's momentum and eps), num_batches_tracked counted. Not the same bits:

@@ -160,9 +160,10 @@ ALWAYS_INLINE void backward_input_rows(const void *restrict x, void *gy, const i
 /* A pass splits its rows into chunks (at least MIN_CHUNK_ROWS rows, at most MAX_CHUNKS of them, a number that
  * depends on the rows alone) and every thread takes the next chunk until none is left. A thread that starts late
  * or shares its core with other work (a data loader's process) then does less of the pass instead of holding
- * the others up at the end: with halves fixed per thread, a yolov5n 320 bf16 step on a busy 2-core machine ran
- * 400 ms against PyTorch's kernels' 370. Sums are kept per chunk and added in chunk order, so the results do not
- * depend on the number of threads or on which thread took which chunk. */
+ * the others up at the end: on a 2-core machine with a busy loop on one core, the forward and backward of a
+ * 16x128x80x80 bf16 layer took 7.3-8.3 and 9.6-9.9 ms against 9.8-10.0 and 12.2-13.1 ms with fixed halves. Sums
+ * are kept per chunk and added in chunk order, so the results do not depend on the number of threads or on which
+ * thread took which chunk. */
 #define MIN_CHUNK_ROWS 256
 #define MAX_CHUNKS 64
 
