@@ -3,8 +3,8 @@
 
     python benchmarks/step_profile.py --ref ../yolov5-official                       # yolov5n at 320, both sides
     python benchmarks/step_profile.py --ref ../yolov5-official --cfg yolov5s.yaml --img 640
-    python benchmarks/step_profile.py --side project --json out.json                # one side, no --ref needed
-    python benchmarks/step_profile.py --side project --amp --cfg yolov5s.yaml --img 640      # bf16 autocast
+    python benchmarks/step_profile.py --json out.json                                # this project's side alone
+    python benchmarks/step_profile.py --ref ../yolov5-official --amp --cfg yolov5s.yaml --img 640   # bf16 autocast
 
 Each side runs in its own process (the official one with --ref-python, default ../venv/bin/python beside the
 checkout, so its `models`/`utils` packages never meet this project's), on the CPU, from the model YAML (from scratch,
