@@ -108,28 +108,103 @@ def test_frozen_input_still_trains_the_batchnorm(fused):
     assert torch.equal(bn.weight.grad, want["dw"]) and torch.equal(bn.bias.grad, want["db"])
 
 
+def _direct_inputs(dtype, rows=6400, c=16):
+    torch.manual_seed(1)
+    x, g = (torch.rand(rows, c) * 4 - 1).to(dtype), (torch.rand(rows, c) * 2 - 1).to(dtype)
+    return x, g
+
+
+def _direct_call(lib, x, g, threads):
+    """Forward and backward through the library itself, on `threads` threads: (out, dx, dw, db, rm, rv, stats)."""
+    rows, c = x.shape
+    bf16 = int(x.dtype == torch.bfloat16)
+    w, b = torch.ones(c), torch.zeros(c)
+    rm, rv, stats, dw, db = torch.zeros(c), torch.ones(c), torch.empty(4, c), torch.empty(c), torch.empty(c)
+    out, dx = torch.empty_like(x), torch.empty_like(x)
+    assert lib.bn_silu_forward(x.data_ptr(), bf16, rows, c, w.data_ptr(), b.data_ptr(), rm.data_ptr(),
+                               rv.data_ptr(), 0.03, 1e-3, out.data_ptr(), stats.data_ptr(), threads) == 0
+    assert lib.bn_silu_backward(x.data_ptr(), bf16, rows, c, g.data_ptr(), c, w.data_ptr(), stats.data_ptr(),
+                                dx.data_ptr(), dw.data_ptr(), db.data_ptr(), 1, threads) == 0
+    return out, dx, dw, db, rm, rv, stats
+
+
+def _assert_same_bits(want, got):
+    for name, a, b in zip(("out", "dx", "dw", "db", "rm", "rv", "stats"), want, got):
+        assert torch.equal(a, b), name
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_same_bits_whatever_the_number_of_threads(fused, dtype):
     """Rows go out in chunks to whichever thread is free, and sums are added in chunk order: the number of threads
     (and which thread took which chunk) changes nothing. The library is called directly with 1, 2 and 3 threads on
-    6400 rows (sums grouped per thread gave a different bias gradient with 3 threads here)."""
+    6400 rows (sums grouped per thread gave a different bias gradient with 3 threads here), then with 3 and 2 in
+    turn (the kept helper threads: one of them sits out every other pass)."""
     lib = fused.kernel_library()
-    torch.manual_seed(1)
-    rows, c, bf16 = 6400, 16, int(dtype == torch.bfloat16)
-    x, g = (torch.rand(rows, c) * 4 - 1).to(dtype), (torch.rand(rows, c) * 2 - 1).to(dtype)
-    w, b = torch.ones(c), torch.zeros(c)
-    results = []
-    for n in (1, 2, 3):
-        rm, rv, stats, dw, db = torch.zeros(c), torch.ones(c), torch.empty(4, c), torch.empty(c), torch.empty(c)
-        out, dx = torch.empty_like(x), torch.empty_like(x)
-        assert lib.bn_silu_forward(x.data_ptr(), bf16, rows, c, w.data_ptr(), b.data_ptr(), rm.data_ptr(),
-                                   rv.data_ptr(), 0.03, 1e-3, out.data_ptr(), stats.data_ptr(), n) == 0
-        assert lib.bn_silu_backward(x.data_ptr(), bf16, rows, c, g.data_ptr(), c, w.data_ptr(), stats.data_ptr(),
-                                    dx.data_ptr(), dw.data_ptr(), db.data_ptr(), 1, n) == 0
-        results.append((out, dx, dw, db, rm, rv, stats))
-    for other in results[1:]:
-        for name, a, b_ in zip(("out", "dx", "dw", "db", "rm", "rv", "stats"), results[0], other):
-            assert torch.equal(a, b_), name
+    x, g = _direct_inputs(dtype)
+    want = _direct_call(lib, x, g, 1)
+    for n in (2, 3) + (3, 2) * 20:
+        _assert_same_bits(want, _direct_call(lib, x, g, n))
+
+
+def test_two_callers_at_once_get_what_each_alone_gets(fused):
+    """ctypes releases the GIL, so two Python threads can be in the library at once; the kept helper threads serve
+    one pass at a time and the other caller's pass runs on its own thread, with the same results."""
+    import threading
+    lib = fused.kernel_library()
+    inputs = [_direct_inputs(torch.float32, rows=2048 * (k + 1)) for k in range(2)]
+    want = [_direct_call(lib, x, g, 1) for x, g in inputs]
+    failures = []
+
+    def caller(k):
+        try:
+            for _ in range(1000):  # without the pool's owner lock this hung within a few hundred
+                _assert_same_bits(want[k], _direct_call(lib, *inputs[k], 2))
+        except AssertionError as e:
+            failures.append(f"caller {k}: {e}")
+
+    threads = [threading.Thread(target=caller, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "a caller hung"
+    assert not failures, failures
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_runs_the_kernel_on_threads_of_its_own(fused):
+    """A forked child (a data loader's worker) has none of its parent's threads: the kept helpers must be started
+    again there, not waited for (that hung the child)."""
+    import pickle
+    import select
+    import signal
+    lib = fused.kernel_library()
+    x, g = _direct_inputs(torch.bfloat16)
+    want = _direct_call(lib, x, g, 2)  # the parent's helpers exist now
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: compute on two threads, send the results, leave without running pytest's exit code
+        try:
+            os.close(read_end)
+            os.write(write_end, pickle.dumps([t.tolist() for t in _direct_call(lib, x, g, 2)]))
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    data = b""
+    try:
+        while select.select([read_end], [], [], 60)[0]:
+            chunk = os.read(read_end, 1 << 20)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(read_end)
+        if not data:
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert data, "the forked child sent nothing within 60 s (it waited for helper threads it does not have)"
+    got = [torch.tensor(v, dtype=t.dtype) for v, t in zip(pickle.loads(data), want)]
+    _assert_same_bits(want, got)
 
 
 def test_a_float64_default_dtype_changes_nothing(fused):

@@ -31,7 +31,7 @@ from utils.log import LOGGER
 from utils.native_build import NativeBuildError, load
 from utils.settings import FUSED_BN_SILU
 
-SINGLE_THREAD_BELOW = 1 << 16  # elements: below this, starting threads costs more than it saves
+SINGLE_THREAD_BELOW = 1 << 16  # elements: below this, waking the kernel's helper thread costs more than it saves
 _P, _L, _I, _D = ctypes.c_void_p, ctypes.c_long, ctypes.c_int, ctypes.c_double
 _GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
                  "_global_backward_pre_hooks")
