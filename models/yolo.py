@@ -18,7 +18,7 @@ from models.common import (C3, C3SPP, C3TR, SPP, SPPF, Bottleneck, BottleneckCSP
                            Contract, Conv, CrossConv, DWConv, DWConvTranspose2d, Expand, Focus, GhostBottleneck,
                            GhostConv, Proto)
 from models.model_config import ModelConfigError, check_args, check_channels, check_detect_args, check_model_dict
-from utils.backend import nn, select_device, torch
+from utils.backend import head_layout, nn, select_device, torch
 from utils.img_size import make_divisible
 from utils.log import LOGGER
 from utils.model_stats import fuse_conv_and_bn, model_summary
@@ -54,7 +54,7 @@ class Detect(nn.Module):
         for i in range(self.nl):
             x[i] = self.m[i](x[i])
             bs, _, ny, nx = x[i].shape
-            x[i] = x[i].view(bs, self.na, self.no, ny, nx).permute(0, 1, 3, 4, 2).contiguous()
+            x[i] = head_layout(x[i], self.na, self.no)  # view(bs, na, no, ny, nx).permute(0, 1, 3, 4, 2)
             if not self.training:
                 if self.dynamic or self.grid[i].shape[2:4] != x[i].shape[2:4] or self.grid[i].device != x[i].device:
                     self.grid[i], self.anchor_grid[i] = self._make_grid(nx, ny, i, x[i].dtype, x[i].device)

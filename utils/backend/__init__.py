@@ -2,7 +2,7 @@
 here, and each per-backend module implements the same function set (utils/backend/api.py lists it):
 
     torch_backend.py    PyTorch (with torch_ciou.py and torch_ciou_triton.py, its fused CIoU; torch_head_reads.py,
-                        torch_conv_grad.py, torch_bn_silu.py)
+                        torch_head_layout.py, torch_conv_grad.py, torch_bn_silu.py)
     oneflow_backend.py  OneFlow 0.9.0 (with oneflow_ciou.py, its fused-kernel CIoU chain)
     shared.py           helpers whose code is the same on both (devices, RNG, attention fallback)
     common.py           helpers that need no framework at all
@@ -46,6 +46,7 @@ fused_ciou = impl.fused_ciou
 compiled_ciou = impl.compiled_ciou
 conv2d = impl.conv2d
 bn_silu = impl.bn_silu
+head_layout = impl.head_layout
 head_reads = impl.head_reads
 ema_impl = impl.ema_impl
 ema_update_ = impl.ema_update_

@@ -30,6 +30,8 @@ FUNCTION_SET = {
               "take their weight gradient from NCHW copies, measured faster there)",
     "bn_silu": "act(bn(x)) for a model's Conv (PyTorch, CPU fp32/bf16 channels-last training: one C kernel, "
                "utils/native/bn_silu.c, where it builds)",
+    "head_layout": "Detect's (bs, na*no, ny, nx) map as contiguous (bs, na, ny, nx, no) (PyTorch, a channels-last "
+                   "map in training: its gradient copied once, into the map's own layout)",
     # the loss
     "head_reads": "a level map's objectness logits and the rows at given cells, in fp32 (the map's gradient "
                   "written once where the framework allows)",

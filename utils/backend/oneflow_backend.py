@@ -224,6 +224,12 @@ def bn_silu(bn, act, x):
     return act(bn(x))
 
 
+def head_layout(x, na, no):
+    """Detect's reshaping of a level map to (bs, na, ny, nx, no); OneFlow's autograd copies its gradient back."""
+    bs, _, ny, nx = x.shape
+    return x.view(bs, na, no, ny, nx).permute(0, 1, 3, 4, 2).contiguous()
+
+
 def head_reads(pi, idx):
     """The loss's reads of a level map as plain indexing of its fp32 copy (autograd builds the gradient)."""
     pf = pi.float()

@@ -27,6 +27,7 @@ except Exception as e:
 
 from utils.backend.torch_ciou import ciou_compiled, load_triton_ciou  # noqa: E402  (imports torch: after the check)
 from utils.backend.torch_head_reads import head_reads  # noqa: E402, F401  (the function set's head_reads)
+from utils.backend.torch_head_layout import head_layout  # noqa: E402, F401  (the function set's head_layout)
 from utils.backend.torch_conv_grad import conv2d  # noqa: E402, F401  (the function set's conv2d)
 from utils.backend.torch_bn_silu import bn_silu  # noqa: E402, F401  (the function set's bn_silu)
 
