@@ -238,7 +238,8 @@ typedef struct {
     long born[MAX_THREADS];
 } pool_t;
 
-static pool_t pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+static pool_t pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
+                      .done = PTHREAD_COND_INITIALIZER};
 static pthread_mutex_t pool_owner = PTHREAD_MUTEX_INITIALIZER; /* held by the pass using the pool */
 static pthread_once_t fork_handler_once = PTHREAD_ONCE_INIT;
 
