@@ -186,7 +186,8 @@ def test_a_forked_child_runs_the_kernel_on_threads_of_its_own(fused):
     if pid == 0:  # the child: compute on two threads, send the results, leave without running pytest's exit code
         try:
             os.close(read_end)
-            os.write(write_end, pickle.dumps([t.tolist() for t in _direct_call(lib, x, g, 2)]))
+            with os.fdopen(write_end, "wb") as f:  # writes all of it, however small the pipe
+                f.write(pickle.dumps([t.tolist() for t in _direct_call(lib, x, g, 2)]))
         finally:
             os._exit(0)
     os.close(write_end)

@@ -1,6 +1,9 @@
 """utils.backend.head_layout: Detect's reshaping of a level map to (bs, na, ny, nx, no) gives the official
-expression's values and gradients to the bit, and on a channels-last map in training copies the gradient once, into
-the map's own layout (autograd's backward of the expression copies it twice); elsewhere the expression itself runs."""
+expression's values and input gradients to the bit, and on a channels-last map in training copies the gradient once,
+into the map's own layout (autograd's backward of the expression copies it two or three times); elsewhere the
+expression itself runs. The Detect convolution's own weight and bias gradients are sums over the map's gradient, which
+PyTorch may add up in another order for a channels_last gradient than for an NCHW one (seen on one thread): they are
+held to float rounding, everything before Detect to the bit."""
 import pytest
 
 from utils.backend import IS_TORCH, head_layout, nn, torch
@@ -11,6 +14,11 @@ NA, NO = 3, 7
 def official(x, na, no):
     bs, _, ny, nx = x.shape
     return x.view(bs, na, no, ny, nx).permute(0, 1, 3, 4, 2).contiguous()
+
+
+def _close(a, b, rtol, atol):
+    """Equal up to float rounding (both frameworks; OneFlow has no torch.testing)."""
+    return bool(((a - b).abs() <= atol + rtol * b.abs()).all())
 
 
 def _conv_and_input(channels_last, seed=0):
@@ -43,7 +51,11 @@ def test_values_and_gradients_are_the_official_expression_s(channels_last, dtype
     got, want = _grads(head_layout, channels_last, dtype), _grads(official, channels_last, dtype)
     assert got[0].shape == (2, NA, 6, 5, NO) and got[0].is_contiguous()
     for name, a, b in zip(("y", "dx", "dw", "db"), got, want):
-        assert a.dtype == b.dtype and torch.equal(a, b), name
+        assert a.dtype == b.dtype, name
+        if name in ("y", "dx"):
+            assert torch.equal(a, b), name
+        else:  # sums over the map's gradient, in the order its layout gives
+            assert _close(a, b, rtol=1e-6, atol=1e-6), name
 
 
 pytorch_only = pytest.mark.skipif(not IS_TORCH, reason="OneFlow runs the official expression itself")
@@ -53,7 +65,7 @@ pytorch_only = pytest.mark.skipif(not IS_TORCH, reason="OneFlow runs the officia
 def test_channels_last_training_copies_the_gradient_once_into_the_map_s_layout():
     """Counted with the profiler (copies inside other kernels included): the official expression's backward makes
     two map-sized copies (ViewBackward's reshape of the permuted gradient, then the convolution backward's copy to
-    channels_last), head_layout one."""
+    channels_last; three on one thread), head_layout one."""
     from torch.profiler import ProfilerActivity, profile
     counts = {}
     for label, fn in (("official", official), ("head_layout", head_layout)):
@@ -68,7 +80,7 @@ def test_channels_last_training_copies_the_gradient_once_into_the_map_s_layout()
         assert x.grad.is_contiguous(memory_format=torch.channels_last)
         if label == "head_layout":
             assert type(y.grad_fn).__name__ == "_HeadLayoutBackward"
-    assert counts == {"official": 2, "head_layout": 1}, counts
+    assert counts["official"] >= 2 and counts["head_layout"] == 1, counts
 
 
 @pytorch_only
@@ -100,8 +112,8 @@ def test_the_official_expression_runs_where_it_copies_once_or_cannot_be_replaced
 
 
 def test_a_detection_model_trains_to_the_same_gradients(monkeypatch):
-    """yolov5n's Detect, channels_last input as the CPU trainer feeds it: every parameter gradient is the one the
-    official expression gives."""
+    """yolov5n's Detect, channels_last input as the CPU trainer feeds it: every parameter gradient before Detect's
+    convolutions is the one the official expression gives, to the bit; theirs to float rounding."""
     from models import yolo
     from models.yolo import Model
     from utils.paths import find_repo_file
@@ -115,5 +127,11 @@ def test_a_detection_model_trains_to_the_same_gradients(monkeypatch):
             x = x.contiguous(memory_format=torch.channels_last)
         out = model(x)
         sum((o.float() ** 2).mean() * (k + 1) for k, o in enumerate(out)).backward()
-        grads.append([p.grad for p in model.parameters()])
-    assert all(torch.equal(a, b) for a, b in zip(*grads))
+        grads.append({name: p.grad for name, p in model.named_parameters()})
+    detect = {name for name in grads[0] if name.startswith("model.24.m.")}  # Detect's convolutions
+    assert len(detect) == 6  # three levels' weight and bias
+    for name, g in grads[0].items():
+        if name in detect:
+            assert _close(g, grads[1][name], rtol=1e-5, atol=1e-7), name
+        else:
+            assert torch.equal(g, grads[1][name]), name
