@@ -40,7 +40,7 @@ def _grads(fn, channels_last, dtype=None):
     torch.manual_seed(1)
     g = torch.randn(y.shape).to(y.dtype)
     y.backward(g)
-    return y.detach(), x.grad, conv.weight.grad, conv.bias.grad, y.grad_fn
+    return y.detach(), x.grad, conv.weight.grad, conv.bias.grad
 
 
 @pytest.mark.parametrize("channels_last", [True, False])
@@ -135,3 +135,19 @@ def test_a_detection_model_trains_to_the_same_gradients(monkeypatch):
             assert _close(g, grads[1][name], rtol=1e-5, atol=1e-7), name
         else:
             assert torch.equal(g, grads[1][name]), name
+
+
+@pytorch_only
+def test_training_calls_do_not_import_torch_onnx():
+    """torch.onnx loads on first use (tens of ms of start-up): the export check must not be what loads it."""
+    import subprocess
+    import sys
+    code = ("import sys; from utils.backend import head_layout, torch\n"
+            "x = torch.randn(2, 21, 4, 4).contiguous(memory_format=torch.channels_last).requires_grad_()\n"
+            "assert type(head_layout(x * 1, 3, 7).grad_fn).__name__ == '_HeadLayoutBackward'\n"
+            "print('torch.onnx' in sys.modules)")
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]  # the project, where `utils` imports from
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "False"

@@ -10,6 +10,8 @@ the bit (the convolution's weight and bias gradients, sums over them, may then b
 rounding). For the largest map of a yolov5s 640 step, 16x255x80x80, the reshaping's forward and backward took 44.6 ms
 under autograd and 15.7 ms here in bf16, 77.0 and 28.9 ms in fp32 (2-core Zen 4). Elsewhere (an NCHW map, no gradient,
 tracing and export) the plain expression runs: there autograd copies once, or nothing at all."""
+import sys
+
 import torch
 
 
@@ -36,7 +38,9 @@ def head_layout(x, na, no):
     """Detect's x.view(bs, na, no, ny, nx).permute(0, 1, 3, 4, 2).contiguous(), its gradient written once in x's
     channels_last layout where x is channels_last and needs one."""
     channels_last = x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
-    tracing = torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()  # a Python function cannot be exported
+    # A Python function cannot be exported. torch.onnx is imported on first use (27 ms): an export has imported it.
+    onnx = sys.modules.get("torch.onnx")
+    tracing = torch.jit.is_tracing() or (onnx is not None and onnx.is_in_onnx_export())
     if channels_last and x.requires_grad and torch.is_grad_enabled() and not tracing:
         return _HeadLayout.apply(x, na, no)
     return _split(x, na, no).contiguous()
