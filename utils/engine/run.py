@@ -153,3 +153,6 @@ def train(hyp, opt, device, dist=None, task_plugin=DETECT, options=None):
             return TrainLoop(parts, default_hooks(parts)).train()
         finally:
             parts.plots.close()  # a failed or stopped run still leaves whole plot files, not half-written ones
+            for loader in (parts.train_loader, parts.val_loader):
+                if loader is not None:
+                    loader.close()  # its workers end now, not at a garbage collection (EarlyStartLoader.close)
