@@ -1,8 +1,8 @@
 """A training run's loader workers end when the run does, not when a garbage collection happens to reach the loaders.
 
 Left to the collector, the DataLoader ended its persistent workers at whatever the process was doing next; in an
---evolve search that was the next generation's imports, where the stop message never reached the workers and each
-join waited out its 5 s (40 s after two generations). The run closes its loaders itself (utils/engine/run.py)."""
+--evolve search that was in the middle of an import, where no worker stopped when told to and each join waited out its
+5 s (40 s after two generations). The run closes its loaders itself (utils/engine/run.py)."""
 import multiprocessing
 import time
 

@@ -34,9 +34,9 @@ class EarlyStartLoader:
         """End the worker processes now: those of a pass begun and not taken, and those a loader with persistent
         workers keeps between passes. Left to the garbage collector, the DataLoader ends them whenever a collection
         reaches the loader, which in a process that goes on (--evolve's next generation, a test) can be in the
-        middle of an import: there the None that tells each worker to stop never reached it, and every join waited
-        out its 5 s (40 s after two --evolve generations with 2 + 2 workers each). No-op without workers; the next
-        iter() starts new ones."""
+        middle of an import: seen there, no worker stopped when told to and every join waited out its 5 s (40 s
+        after two --evolve generations with 2 + 2 workers each). No-op without workers; the next iter() starts new
+        ones."""
         self._started = None
         iterator = getattr(self.loader, "_iterator", None)  # DataLoader keeps its persistent workers' iterator there
         shut_down = getattr(iterator, "_shutdown_workers", None)
