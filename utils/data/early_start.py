@@ -37,12 +37,13 @@ class EarlyStartLoader:
         middle of an import: seen there, no worker stopped when told to and every join waited out its 5 s (40 s
         after two --evolve generations with 2 + 2 workers each). No-op without workers; the next iter() starts new
         ones."""
-        self._started = None
-        iterator = getattr(self.loader, "_iterator", None)  # DataLoader keeps its persistent workers' iterator there
-        shut_down = getattr(iterator, "_shutdown_workers", None)
-        if shut_down is not None:
-            shut_down()
-        if iterator is not None:
+        started, self._started = self._started, None
+        kept = getattr(self.loader, "_iterator", None)  # DataLoader keeps its persistent workers' iterator there
+        for iterator in (started, kept):  # the same one with persistent workers: a second shutdown is a no-op
+            shut_down = getattr(iterator, "_shutdown_workers", None)
+            if shut_down is not None:
+                shut_down()
+        if kept is not None:
             self.loader._iterator = None
 
     def __len__(self):
