@@ -1,6 +1,7 @@
-"""Bounded resources: processes end with their parent (utils/child_processes.py), the checkpoint reader bounds what a
-file may make it allocate (utils/checkpoint/torch_reader.py), only regular files are opened as images and labels
-(utils/data/files.py), plots stay within a memory bound whatever the number of classes (utils/metrics.py)."""
+"""Bounded resources: processes end with their parent (utils/child_processes.py) and run at its priority, the
+checkpoint reader bounds what a file may make it allocate (utils/checkpoint/torch_reader.py), only regular files are
+opened as images and labels (utils/data/files.py), plots stay within a memory bound whatever the number of classes
+(utils/metrics.py)."""
 import os
 import signal
 import subprocess
@@ -93,6 +94,28 @@ def test_a_child_whose_parent_died_before_it_asked_ends_at_once(use_prctl):
     proc.join(10)
     assert proc.exitcode == -signal.SIGKILL, proc.exitcode
     assert time.monotonic() - t < 5
+
+
+# A process that lowers its priority cannot raise it again (unprivileged), and the project waits for every process
+# it starts (plot helpers, loader workers, converters): one started at a lower priority turns outside load into a
+# stall (utils/plot_jobs.py's _serve has the figures). The calls that would do it are refused wherever they appear.
+PRIORITY_CALLS = {"nice", "setpriority", "sched_setscheduler", "sched_setattr", "SCHED_IDLE", "SCHED_BATCH",
+                  "PRIO_PROCESS", "PRIO_PGRP", "PRIO_USER"}
+
+
+def test_no_process_of_the_project_runs_at_a_lower_priority_than_its_starter():
+    import ast
+    skip = {"tests", "site", "__pycache__"}
+    found = []
+    for f in sorted(ROOT.rglob("*.py")):
+        rel = f.relative_to(ROOT)
+        if any(part in skip or part.startswith(".") for part in rel.parts):
+            continue
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+            if name in PRIORITY_CALLS or (isinstance(node, ast.Constant) and node.value in ("nice", "renice")):
+                found.append(f"{rel.as_posix()}:{node.lineno} {name or node.value}")
+    assert not found, found
 
 
 # ---- 2. the checkpoint reader bounds what a file may make it allocate -----------------------------------------
