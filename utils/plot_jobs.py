@@ -14,8 +14,8 @@ multi-gigabyte training process makes the parent copy every page it writes while
 matplotlib themselves and run at the trainer's priority (see _serve). Drawings get host data only (numpy arrays,
 numbers, paths; the caller converts tensors first) and never call the framework. Without fork (Windows) or with
 YOLO_PLOT_PROCESSES=0 each drawing happens inline when submitted, as the official code draws. A drawing that fails
-is one warning, never a failed run. A helper ends with the process that started it, however that one ends (SIGKILL included: see
-utils/child_processes.py); before, a helper blocked on its own queue outlived a killed trainer for good.
+is one warning, never a failed run. A helper ends with the process that started it, however that one ends (SIGKILL
+included: see utils/child_processes.py); before, a helper blocked on its own queue outlived a killed trainer for good.
 """
 import atexit
 import contextlib
@@ -158,8 +158,9 @@ class PlotJobs:
 
     def start(self):
         """Start the helpers now if they are due and not started yet (those fork_early made, where it did). A caller
-        about to grow its heap (a validation before its first batch) starts them while it is small: every page it writes after the fork stays a private
-        copy in each helper (forked after the first batch at 640, the two held 1.5 GB between them)."""
+        about to grow its heap (a validation before its first batch) starts them while it is small: every page it
+        writes after the fork stays a private copy in each helper (forked after the first batch at 640, the two held
+        1.5 GB between them)."""
         if self.processes and not self._helpers:
             self._helpers = _take_early_helpers()
         if self.processes and not self._helpers:
