@@ -54,10 +54,10 @@ test-oneflow: setup-oneflow
 test-fast: test-fast-torch test-fast-oneflow
 
 test-fast-torch: setup-torch
-	bash scripts/test.sh torch -m "not slow" -n 2 --dist loadfile --no-loadscope-reorder
+	bash scripts/test.sh torch -m "not slow" -n 2 --dist loadfile
 
 test-fast-oneflow: setup-oneflow
-	bash scripts/test.sh oneflow -m "not slow" -n 2 --dist loadfile --no-loadscope-reorder
+	bash scripts/test.sh oneflow -m "not slow" -n 2 --dist loadfile
 
 # `make test` with each test's wall time recorded, then merged into tests/durations/<backend>.json: a test over 2 s
 # there leaves the fast tier (tests/helpers/tiers.py). Run it on a quiet machine after adding slow tests.

@@ -23,13 +23,13 @@ fi
 
 # Both: the suites are mostly single-threaded Python and small tensors, so processes with one math thread each finish
 # sooner than two suites in a row that each use both cores. Each suite runs on two pytest-xdist workers (whole files
-# each, as their fixtures expect, the longest first: tests/helpers/tiers.py), four processes on two cores: whichever
-# suite ends first leaves both cores to the other (with the PyTorch suite on one process, it ran alone on one core for its last 8+ minutes after the OneFlow
+# each, as their fixtures expect), four processes on two cores: whichever suite ends first leaves both cores to the
+# other (with the PyTorch suite on one process, it ran alone on one core for its last 8+ minutes after the OneFlow
 # suite ended at 20:32, on a 2-core AMD Zen 3).
 logs=$(mktemp -d)
 pids=()
 for b in $backends; do
-    workers=(-n 2 --dist loadfile --no-loadscope-reorder)  # the files in the order conftest.py gives them
+    workers=(-n 2 --dist loadfile)
     OMP_NUM_THREADS=1 run_suite "$b" "${workers[@]}" "$@" > "$logs/$b.log" 2>&1 &
     pids+=($!)
 done

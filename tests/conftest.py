@@ -111,16 +111,14 @@ def pytest_configure(config):
 # tree watcher, flag tables, results rendering) gives the same result under both backends; running it again in the
 # OneFlow suite only spends the two cores' time (the suite must stay under 20 minutes). Such a module sets
 # `pytestmark = pytest.mark.framework_free`, and the OneFlow suite skips it, saying so.
-# The fast tier, the OneFlow suite's covered tests and the files' order under pytest-xdist: tests/helpers/tiers.py
-# (tryfirst: the `slow` markers it adds are there before `-m "not slow"` deselects).
+# The fast tier and the OneFlow suite's covered tests: tests/helpers/tiers.py (tryfirst: the `slow` markers it adds are
+# there before `-m "not slow"` deselects).
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     from tests.helpers import tiers
     backend = os.environ.get("YOLO_BACKEND", "torch").strip().lower()
     tiers.mark_measured_slow(items, backend)
     tiers.apply_oneflow_covers(items, oneflow=backend == "oneflow")
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # a pytest-xdist worker (scripts/test.sh): the longest files first
-        tiers.order_files_longest_first(items, backend)
     if backend != "oneflow":
         return
     skip = pytest.mark.skip(reason="framework-free code: tested once, in the PyTorch suite")

@@ -23,6 +23,10 @@ DURATIONS_DIR = ROOT / "tests" / "durations"
 # 2-core AMD EPYC Zen 3, `make test-fast` took 4:39 with 3.0 s, and 3:35 with 2.0 s (PyTorch 2:05, OneFlow 1:22)
 FAST_TIER_BUDGET_S = 2.0
 RECORD_ENV = "YOLO_RECORD_DURATIONS"  # a folder: each test's wall time is appended there (see record)
+# A pytest run that a test starts (the GPU kit's CUDA tier on the CPU, the tree watcher's own checks) inherits the
+# variable naming the test that runs in its parent, and RECORD_ENV with it: its tests are not the suite's, and their
+# times (run inside another test) would replace the suite's own for the same ids. Read once, at collection.
+NESTED_RUN = "PYTEST_CURRENT_TEST" in os.environ
 
 
 def durations_file(backend):
@@ -41,25 +45,6 @@ def mark_measured_slow(items, backend):
     for item in items:
         if measured.get(item.nodeid, 0.0) > FAST_TIER_BUDGET_S and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
-
-
-def _file_of(nodeid):
-    return nodeid.split("::")[0]  # pytest-xdist's loadfile unit: a test file
-
-
-def order_files_longest_first(items, backend):
-    """Put the test files measured longest first, each file's tests in their own order (a stable sort).
-
-    pytest-xdist's loadfile hands whole files to the two workers in collection order (with --no-loadscope-reorder;
-    its own order is by number of tests), so a long file collected late ran alone at the end while the other worker
-    sat idle: on the PyTorch suite's measured times, 703 s against 643 s for the two workers, and 673 s for both with
-    the longest files first (the longest-processing-time rule). Unmeasured files count 0 and keep their order."""
-    measured = measured_durations(backend)
-    cost = {}
-    for item in items:
-        f = _file_of(item.nodeid)
-        cost[f] = cost.get(f, 0.0) + measured.get(item.nodeid, 0.0)
-    items.sort(key=lambda item: -cost[_file_of(item.nodeid)])
 
 
 _COVER = re.compile(r"^(tests/[\w/]+\.py)::(\w+)$")
@@ -108,7 +93,7 @@ def record(item, seconds):
     """Append one test's wall time (setup, call and teardown) to the folder YOLO_RECORD_DURATIONS names, one file per
     process (pytest-xdist workers write side by side); scripts/record_durations.py merges them."""
     folder = os.environ.get(RECORD_ENV)
-    if not folder:
+    if not folder or NESTED_RUN:
         return
     backend = os.environ.get("YOLO_BACKEND", "torch").strip().lower()
     with open(Path(folder) / f"{backend}.{os.getpid()}.jsonl", "a") as f:

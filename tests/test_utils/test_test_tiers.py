@@ -68,24 +68,22 @@ def test_a_cover_that_is_itself_covered_fails_collection():
         tiers.apply_oneflow_covers(cases, oneflow=False)
 
 
-def test_files_measured_longest_go_first_each_whole_and_in_order(tmp_path, monkeypatch):
-    """pytest-xdist's loadfile hands files out in collection order: the longest first, and a file's tests stay
-    together in their own order (its module fixtures expect them so)."""
-    monkeypatch.setattr(tiers, "DURATIONS_DIR", tmp_path)
-    (tmp_path / "torch.json").write_text(json.dumps({"tests/b.py::test_2": 5.0, "tests/b.py::test_1[x]": 4.0,
-                                                     "tests/c.py::test_1": 6.0, "tests/a.py::test_1": 1.0}))
-    ids = ["tests/a.py::test_1", "tests/a.py::test_2", "tests/b.py::test_1[x]", "tests/b.py::test_1[y]",
-           "tests/b.py::test_2", "tests/c.py::test_1", "tests/d.py::test_1", "tests/e.py::test_1"]
-    items = [FakeItem(i) for i in ids]
-    tiers.order_files_longest_first(items, "torch")
-    assert [i.nodeid for i in items] == ids[2:5] + [ids[5]] + ids[0:2] + ids[6:]  # b 9 s, c 6 s, a 1 s, d, e
-    items = [FakeItem(i) for i in ids]
-    tiers.order_files_longest_first(items, "oneflow")  # nothing measured: collection order
-    assert [i.nodeid for i in items] == ids
-
-
-def test_the_suites_run_under_xdist_in_the_order_conftest_gives():
-    """Without --no-loadscope-reorder, pytest-xdist sorts the files by number of tests and the order above is lost."""
-    text = (tiers.ROOT / "scripts" / "test.sh").read_text() + (tiers.ROOT / "Makefile").read_text()
-    runs = [ln for ln in text.splitlines() if "--dist loadfile" in ln]
-    assert runs and all("--no-loadscope-reorder" in ln for ln in runs), runs
+def test_a_pytest_run_started_by_a_test_records_no_durations(tmp_path):
+    """`make test-durations` records each test's time; a pytest run that a test starts (it inherits the recording
+    folder) must not add its own tests' times, measured inside another test, to the suite's."""
+    import os
+    import subprocess
+    import sys
+    me = "tests/test_utils/test_test_tiers.py::test_a_cover_must_name_a_test_that_exists"
+    for nested in (False, True):
+        folder = tmp_path / str(nested)
+        folder.mkdir()
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_CURRENT_TEST", "PYTEST_XDIST_WORKER")}
+        env.update({tiers.RECORD_ENV: str(folder), "TREE_WATCH": "off", "YOLO_TEST_ZYGOTE": "off"})
+        if nested:
+            env["PYTEST_CURRENT_TEST"] = os.environ["PYTEST_CURRENT_TEST"]  # this test's, as a child sees it
+        p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", me],
+                           cwd=tiers.ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+        recorded = [json.loads(ln)[0] for f in folder.glob("*.jsonl") for ln in f.read_text().splitlines()]
+        assert recorded == ([] if nested else [me]), (nested, recorded)
