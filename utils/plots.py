@@ -19,8 +19,17 @@ from utils.boxes import clip_boxes, xywh2xyxy, xyxy2xywh
 from utils.evolve_csv import read_evolve_csv
 from utils.log import LOGGER
 
-_HEX = ("FF3838 FF9D97 FF701F FFB21D CFD231 48F90A 92CC17 3DDB86 1A9334 00D4BB 2C99A8 00C2FF 344593 6473FF "
-        "0018EC 8438FF 520085 CB38FF FF95C8 FF37C7").split()  # the ultralytics palette, so plots look familiar
+# The palette of ultralytics.utils.plotting, through which the official scripts draw (yolov5 requires
+# ultralytics>=8.4.118): the same class gets the same colour in both projects' pictures
+_HEX = ("042AFF 0BDBEB F3F3F3 00DFB7 111F68 FF6FDD FF444F CCED00 00F344 BD00FF 00B4FF DD00BA 00FFFF 26C000 "
+        "01FFB3 7D24FF 7B0068 FF1B6C FC6D2F A2FF0B").split()
+# Label text on these box colours (as the BGR tuples the scripts pass) is drawn dark, on these white, as there;
+# any other colour keeps the caller's text colour
+_DARK_TEXT_ON = {(235, 219, 11), (243, 243, 243), (183, 223, 0), (221, 111, 255), (0, 237, 204), (68, 243, 0),
+                 (255, 255, 0), (179, 255, 1), (11, 255, 162)}
+_WHITE_TEXT_ON = {(255, 42, 4), (79, 68, 255), (255, 0, 189), (255, 180, 0), (186, 0, 221), (0, 192, 38),
+                  (255, 36, 125), (104, 0, 123), (108, 27, 255), (47, 109, 252), (104, 31, 17)}
+_DARK_TEXT = (104, 31, 17)
 
 
 class Colors:
@@ -61,8 +70,13 @@ class Annotator:
         p1, p2 = (int(box[0]), int(box[1])), (int(box[2]), int(box[3]))
         cv2.rectangle(self.im, p1, p2, color, thickness=self.lw, lineType=cv2.LINE_AA)
         if label:
+            color = tuple(color)
+            txt_color = _DARK_TEXT if color in _DARK_TEXT_ON else (255, 255, 255) if color in _WHITE_TEXT_ON \
+                else txt_color
             w, h = cv2.getTextSize(label, 0, fontScale=self.fs, thickness=self.tf)[0]
             outside = p1[1] - h >= 3  # put the label above the box when there is room
+            if p1[0] > self.im.shape[1] - w:  # a label past the right edge moves left, inside the image
+                p1 = self.im.shape[1] - w, p1[1]
             p2 = p1[0] + w, p1[1] - h - 3 if outside else p1[1] + h + 3
             cv2.rectangle(self.im, p1, p2, color, -1, cv2.LINE_AA)
             cv2.putText(self.im, label, (p1[0], p1[1] - 2 if outside else p1[1] + h + 2), 0, self.fs, txt_color,
@@ -119,10 +133,36 @@ def feature_visualization(x, module_type, stage, n=32, save_dir=Path("runs/detec
     return f
 
 
+# Crops as the official detect.py, segment/predict.py and AutoShape's crop() write them, through ultralytics'
+# save_one_box (yolov5 requires ultralytics>=8.4.118): a taken name gets increment_path's "-" and a number (x.jpg,
+# x-2.jpg, x-3.jpg, ...), and the JPEG is quality 95 without chroma subsampling (PIL's subsampling=0, chosen there
+# so that small crops keep their colour edges); OpenCV with these settings writes the same bytes as PIL.
+CROP_NAME_SEP = "-"
+CROP_JPEG_PARAMS = (cv2.IMWRITE_JPEG_QUALITY, 95, cv2.IMWRITE_JPEG_SAMPLING_FACTOR,
+                    cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444)
+
+
+def write_crop(file, bgr, start=1):
+    """Write a BGR crop as a JPEG under the first free name from number `start` on (1: file itself, 2: <stem>-2.jpg,
+    ... without bound: a fixed counter made every crop past it overwrite one old file), whole or not at all ->
+    (path, its number). A failed write raises OutputWriteError naming the file and leaves no empty name behind."""
+    from utils.atomic_files import numbered_unique_path
+    # suffix first: x.png's crop must not take x.jpg
+    f, n = numbered_unique_path(Path(file).with_suffix(".jpg"), start=start, sep=CROP_NAME_SEP)
+    try:
+        write_image(f, bgr, CROP_JPEG_PARAMS)
+    except BaseException:
+        try:
+            f.unlink()  # the empty file that reserved the name, ours alone
+        except OSError:
+            pass
+        raise
+    return f, n
+
+
 def save_one_box(xyxy, im, file=Path("im.jpg"), gain=1.02, pad=10, square=False, BGR=False, save=True):
-    """Crop a (slightly enlarged) xyxy box out of im; save it to file and return it. The file is always a JPEG
-    under a name no file has yet (x.jpg, x2.jpg, x3.jpg, ... without bound: a fixed counter made every crop past it
-    overwrite one old file), written whole or not at all; a failed write raises OutputWriteError naming it."""
+    """Crop a (slightly enlarged) xyxy box out of im; with save, write it as write_crop does (a JPEG under a name no
+    file has yet) and return it."""
     xyxy = np.asarray([float(v) for v in xyxy], np.float32).reshape(-1, 4)
     b = xyxy2xywh(xyxy)
     if square:
@@ -133,16 +173,7 @@ def save_one_box(xyxy, im, file=Path("im.jpg"), gain=1.02, pad=10, square=False,
     x1, y1, x2, y2 = xyxy[0].astype(int)
     crop = im[y1:y2, x1:x2, ::(1 if BGR else -1)]
     if save:
-        from utils.atomic_files import numbered_unique_path, write_image
-        f = numbered_unique_path(Path(file).with_suffix(".jpg"))[0]  # suffix first: x.png's crop must not take x.jpg
-        try:
-            write_image(f, crop if BGR else crop[..., ::-1])
-        except BaseException:
-            try:
-                f.unlink()  # the empty file that reserved the name, ours alone
-            except OSError:
-                pass
-            raise
+        write_crop(file, crop if BGR else crop[..., ::-1])
     return crop
 
 

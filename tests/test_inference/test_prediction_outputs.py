@@ -133,7 +133,7 @@ def test_crops_past_any_counter_never_overwrite(tmp_path):
     from utils.plots import save_one_box
     folder = tmp_path / "crops" / "person"
     folder.mkdir(parents=True)
-    old = [folder / "x.jpg"] + [folder / f"x{n}.jpg" for n in range(2, 10001)]
+    old = [folder / "x.jpg"] + [folder / f"x-{n}.jpg" for n in range(2, 10001)]
     old[0].write_bytes(b"an old crop")
     for f in old[1:]:
         os.link(old[0], f)  # 10,000 names of one file: quick to make, and a name written over gets a new inode
@@ -143,7 +143,7 @@ def test_crops_past_any_counter_never_overwrite(tmp_path):
     save_one_box([4, 4, 40, 40], im, file=folder / "x.png", BGR=True)  # saved as a JPEG: never over x.jpg either
     assert all(f.stat().st_ino == inode for f in old) and old[0].read_bytes() == b"an old crop"  # all as they were
     new = sorted(set(folder.iterdir()) - set(old))
-    assert [f.name for f in new] == ["x10001.jpg", "x10002.jpg"]
+    assert [f.name for f in new] == ["x-10001.jpg", "x-10002.jpg"]
     assert all(cv2.imread(str(f)).shape == crop.shape for f in new)  # whole crops
 
 
@@ -155,7 +155,7 @@ def test_many_crops_of_one_stem_in_one_run_all_stay(tmp_path):
         for frame in range(1, 31):  # a video's frames: one stem
             out.write(0, Path("/v/clip.mp4"), im, det.copy(), frame, "video", None)
     crops = sorted(p.name for p in (tmp_path / "crops" / "person").iterdir())
-    assert len(crops) == 60 and "clip.jpg" in crops and "clip60.jpg" in crops and out.saved == 60
+    assert len(crops) == 60 and "clip.jpg" in crops and "clip-60.jpg" in crops and out.saved == 60
 
 
 # ---------------------------------------------------------------- failures: one line, nothing claimed
@@ -295,7 +295,7 @@ def test_hub_save_keeps_two_inputs_with_one_name_and_crops_stay_unique(tmp_path)
     d.crop(save_dir=tmp_path / "exp", exist_ok=True)
     d.crop(save_dir=tmp_path / "exp", exist_ok=True)
     crops = sorted(p.name for p in (tmp_path / "exp" / "crops" / "person").iterdir())
-    assert crops == ["x.jpg", "x2.jpg", "x3.jpg", "x4.jpg"]  # two calls, two crops each: none replaced
+    assert crops == ["x-2.jpg", "x-3.jpg", "x-4.jpg", "x.jpg"]  # two calls, two crops each: none replaced
 
 
 def test_hub_save_failure_is_one_line_and_leaves_nothing_half_written(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ from utils.atomic_files import numbered_unique_path, output_path, write_failed, 
 from utils.inference.label_txt import label_lines
 from utils.log import LOGGER, colorstr
 from utils.path_names import safe_path_component
-from utils.plots import Annotator, colors, save_one_box
+from utils.plots import Annotator, colors, save_one_box, write_crop
 
 CSV_FIELDS = ["Image Name", "Prediction", "Confidence"]
 
@@ -162,16 +162,11 @@ class DetectionOutputs:
         return s
 
     def _save_crop(self, file, crop):
-        """crops/<class>/<stem>.jpg, <stem>2.jpg, ... as ultralytics numbers them, always a free name (never an old
-        file's, however many there are); the count per name is kept, so a long video's crops are not slowed by
-        probing every earlier one."""
-        f, n = numbered_unique_path(file, start=self._crop_numbers.get(file, 1))
+        """crops/<class>/<stem>.jpg, <stem>-2.jpg, ... as the official crops (utils/plots.py write_crop), always a
+        free name (never an old file's, however many there are); the count per name is kept, so a long video's crops
+        are not slowed by probing every earlier one."""
+        _, n = write_crop(file, crop, start=self._crop_numbers.get(file, 1))
         self._crop_numbers[file] = n + 1
-        try:
-            write_image(f, crop)
-        except BaseException:
-            _remove_reservation(f)
-            raise
         self.saved += 1
 
     def label_path(self, i, p, frame, mode):
