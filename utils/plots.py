@@ -14,7 +14,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from utils.atomic_files import save_figure, write_atomically, write_image
+from utils.atomic_files import numbered_unique_path, save_figure, write_atomically, write_image
 from utils.boxes import clip_boxes, xywh2xyxy, xyxy2xywh
 from utils.evolve_csv import read_evolve_csv
 from utils.log import LOGGER
@@ -146,7 +146,6 @@ def write_crop(file, bgr, start=1):
     """Write a BGR crop as a JPEG under the first free name from number `start` on (1: file itself, 2: <stem>-2.jpg,
     ... without bound: a fixed counter made every crop past it overwrite one old file), whole or not at all ->
     (path, its number). A failed write raises OutputWriteError naming the file and leaves no empty name behind."""
-    from utils.atomic_files import numbered_unique_path
     # suffix first: x.png's crop must not take x.jpg
     f, n = numbered_unique_path(Path(file).with_suffix(".jpg"), start=start, sep=CROP_NAME_SEP)
     try:
