@@ -307,3 +307,22 @@ def test_hub_save_failure_is_one_line_and_leaves_nothing_half_written(tmp_path, 
     with pytest.raises(OutputWriteError, match=r"crops.*x\.jpg"):
         d.crop(save_dir=tmp_path / "exp", exist_ok=True)
     assert _files(tmp_path) == []  # no temporary file, no empty reserved name
+
+
+def test_label_lines_print_the_official_digits():
+    """The official detect.py and val.py divide float32 tensors (`torch.tensor(xyxy) / gn`) and print with %g: the
+    same boxes give the same text here (369 / 640 prints 0.576563 in float32 and 0.576562 in float64)."""
+    from utils.backend import torch
+    from utils.boxes import xyxy2xywh
+    from utils.inference.label_txt import VOC_FORMAT, YOLO_FORMAT, label_lines
+    shape = (480, 640, 3)
+    det = np.array([[369, 0, 629, 238, 0.75, 45], [17, 131, 453, 479, 0.5, 0], [0, 3, 1, 5, 0.25, 7]], np.float32)
+    gn = torch.tensor(shape)[[1, 0, 1, 0]]
+    for save_format in (YOLO_FORMAT, VOC_FORMAT):
+        official = []
+        for *xyxy, conf, cls in det.tolist():  # the official loop's expression, in the backend's float32 tensors
+            box = torch.tensor([xyxy], dtype=torch.float32)
+            coords = ((xyxy2xywh(box) if save_format == YOLO_FORMAT else box) / gn).view(-1).tolist()
+            official.append(("%g " * 5).rstrip() % (cls, *coords))
+        assert label_lines(det, shape, save_format=save_format) == official
+    assert label_lines(det, shape, save_format=VOC_FORMAT)[0].split()[1] == "0.576563"

@@ -30,8 +30,10 @@ def label_lines(det, im0_shape, save_conf=False, save_format=YOLO_FORMAT):
     det = det if isinstance(det, np.ndarray) else to_numpy(det)
     if not len(det):
         return []
-    gn = np.array(im0_shape, dtype=np.float64)[[1, 0, 1, 0]]  # normalization gain whwh
-    box = det[:, :4].astype(np.float64)
+    # in float32, as the official scripts divide their float32 boxes: the same %g digits (0.576563 for 369/640, which
+    # float64 prints as 0.576562)
+    gn = np.array(im0_shape, dtype=np.float32)[[1, 0, 1, 0]]  # normalization gain whwh
+    box = det[:, :4].astype(np.float32)
     coords = (xyxy2xywh(box) if save_format == YOLO_FORMAT else box) / gn
     lines = []
     for b, conf, cls in zip(coords.tolist(), det[:, 4].tolist(), det[:, 5].tolist()):
