@@ -4,6 +4,7 @@ The checkpoint package reads and writes records only; its readers and writer tak
 builder (``load_checkpoint(path, build_models=build_model)``)."""
 import copy
 import numbers
+from pathlib import Path
 
 import numpy as np
 
@@ -73,7 +74,8 @@ def _detection_model(record, source):
 
 
 def _set_model_attrs(model, record):
-    """names, nc, hyp and class weights of the stored model, set on the rebuilt one as official training sets them."""
+    """names, nc, hyp and class weights of the stored model, set on the rebuilt one as official training sets them,
+    and the name of the YAML file it was built from."""
     for k in MODEL_ATTRS:
         v = record.get(k)
         if v is None:
@@ -83,6 +85,9 @@ def _set_model_attrs(model, record):
         if k == "class_weights":
             v = from_numpy(np.asarray(v, dtype=np.float32))
         setattr(model, k, v)
+    yaml_file = record.get("yaml_file")
+    if isinstance(yaml_file, str) and yaml_file:  # the model's name in its summary line ('YOLOv5n summary: ...')
+        model.yaml_file = Path(yaml_file).name
 
 
 def _same_stride(model, stored):

@@ -55,8 +55,11 @@ def test_summary_matches_official(size):
     assert _parse(model_summary(model)) == fused
 
 
-def test_summary_names_the_model():
+def test_summary_names_the_model(yolov5n_pt):
     assert model_summary(DetectionModel("yolov5n.yaml")).startswith("YOLOv5n summary: ")
+    # a loaded checkpoint too: its pickled model keeps yaml_file ('yolov5n.yaml'), which names it there
+    from models.experimental import attempt_load
+    assert model_summary(attempt_load(yolov5n_pt, fuse=False)).startswith("YOLOv5n summary: ")
 
 
 def test_strides_anchors_and_output_shapes():

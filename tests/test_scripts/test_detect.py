@@ -239,5 +239,5 @@ def test_cli_camera_missing_is_one_line(yolov5n_pt, tmp_path):
     assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-2000:]
     # after the model summary: one line, ours (no OpenCV warnings before it)
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    after_model = lines[max(i for i, ln in enumerate(lines) if "Model summary" in ln) + 1:]
+    after_model = lines[max(i for i, ln in enumerate(lines) if " summary: " in ln) + 1:]
     assert len(after_model) == 1 and "--source 0" in after_model[0] and "camera" in after_model[0], p.stderr[-2000:]
