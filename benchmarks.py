@@ -33,6 +33,7 @@ from utils.errors import UserError  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.export.formats import FORMATS, NCNN_FORMAT  # noqa: E402
 from utils.log import LOGGER  # noqa: E402
+from utils.run_header import print_args  # noqa: E402
 
 COLUMNS = ["Format", "Size (MB)", "mAP50-95", "Inference time (ms)"]
 
@@ -70,9 +71,9 @@ def run(weights=ROOT / "yolov5s.pt", imgsz=640, batch_size=1, data=ROOT / "data/
         test=False, pt_only=False, hard_fail=False):
     """Returns the table as a pandas DataFrame (the official columns; --test: Format, Export)."""
     import export
-    from utils.backend import select_device
+    from utils.device_header import select_and_log_device
     t = time.time()
-    device = select_device(device)
+    device = select_and_log_device(device)  # the official 'YOLOv5 🚀 ...' line
     weights = Path(weights)
     validate, metric = _validation_of(weights)
     rows = [(f[0], f[1], f[2]) for f in (*FORMATS, NCNN_FORMAT)]  # (name, --include argument, suffix)
@@ -190,7 +191,9 @@ def parse_opt(argv=None):
     parser.add_argument("--pt-only", action="store_true", help="test PyTorch only")
     parser.add_argument("--hard-fail", nargs="?", const=True, default=False, type=_hard_fail_arg,
                         help="Exception on error or < min metric")
-    return parser.parse_args(argv)
+    opt = parser.parse_args(argv)
+    print_args(vars(opt))  # official: the arguments line as soon as they are parsed
+    return opt
 
 
 def main(opt):

@@ -42,6 +42,8 @@ from utils.signals import exit_on_user_error  # noqa: E402
 from utils.shutdown import leave_quickly  # noqa: E402
 from utils.log import LOGGER  # noqa: E402
 from utils.paths import increment_path  # noqa: E402
+from utils.device_header import select_and_log_device  # noqa: E402
+from utils.run_header import print_args  # noqa: E402
 from utils.inference import check_save_format, load_model  # noqa: E402
 from utils.inference.outputs import DetectionOutputs, source_names  # noqa: E402
 from utils.inference.detect_writer import DetectionWriter  # noqa: E402
@@ -70,6 +72,7 @@ def run(weights=ROOT / "yolov5s.pt", source=ROOT / "data/images", data=None, img
     imgsz = list(imgsz) if isinstance(imgsz, (list, tuple)) else [imgsz, imgsz]
     sliced = settings_from_flags(slice, slice_overlap, slice_no_full, slice_merge, slice_match, slice_match_thres,
                                  slice_agnostic, slice_batch)  # checked before the model loads: one line if bad
+    device = select_and_log_device(device)  # the official 'YOLOv5 🚀 ...' line, before the model loads
     model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, data=data, imgsz=imgsz)
     if sliced is None:
         dataset = open_source(source, stream, imgsz, stride=model.stride, auto=model.pt, vid_stride=vid_stride)
@@ -107,6 +110,7 @@ def parse_opt(argv=None):
     add_slice_flags(parser)
     opt = parser.parse_args(argv)
     opt.imgsz *= 2 if len(opt.imgsz) == 1 else 1  # expand
+    print_args(vars(opt))  # official: the arguments line as soon as they are parsed
     return opt
 
 

@@ -59,6 +59,8 @@ from utils.export.to_onnx import export_onnx  # noqa: E402
 from utils.export.to_openvino import export_openvino  # noqa: E402
 from utils.export.to_torchscript import export_torchscript  # noqa: E402
 from utils.log import LOGGER, colorstr  # noqa: E402
+from utils.device_header import select_and_log_device  # noqa: E402
+from utils.run_header import print_args  # noqa: E402
 
 
 class ExportIncompleteError(UserError):
@@ -138,6 +140,7 @@ def export_checkpoint(weights, imgsz=(640, 640), batch_size=1, device="cpu", inc
     # an export killed mid-write left its temporary file or folder beside the weights (yolov5n.onnx.<host>.<pid>.
     # yolo-partial.onnx); each killed run would add one, so this run removes those whose writer is gone
     remove_stale_temp_files(file.parent, file.stem)
+    select_and_log_device(device)  # the official 'YOLOv5 🚀 ...' line, once the request is checked (prepare selects)
     written, failed = [], []
     refused = refused_options(include, int8=int8, half=half, mlmodel=mlmodel, opset=opset)  # before any work
     for x, reason in refused.items():
@@ -318,7 +321,9 @@ def parse_opt(argv=None):
     parser.add_argument("--include", nargs="+", default=["torchscript"],
                         help="torchscript, onnx, openvino, coreml, saved_model, pb, tflite, tfjs, paddle, ncnn "
                              "(engine, edgetpu are not available here)")
-    return parser.parse_args(argv)
+    opt = parser.parse_args(argv)
+    print_args(vars(opt))  # official: the arguments line as soon as they are parsed
+    return opt
 
 
 def main(opt):

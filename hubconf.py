@@ -128,12 +128,12 @@ def _create(name, pretrained=True, channels=3, classes=80, autoshape=True, verbo
     format) come back as the DetectMultiBackend itself, with a warning, as official. Otherwise: an untrained
     DetectionModel from models/<name>.yaml with `channels` and `classes`, given the checkpoint's matching weights
     when pretrained (no AutoShape, as in the official hubconf: such a model is meant for training)."""
-    from utils.backend import select_device  # framework choice: on the first model built, not when hub lists us
+    from utils.device_header import select_and_log_device  # framework choice: on the first model built, not on listing
     previous_level = LOGGER.level
     if not verbose:
         LOGGER.setLevel(logging.WARNING)
     try:
-        device = select_device("" if device is None else device)
+        device = select_and_log_device("" if device is None else device)  # official: the 'YOLOv5 🚀 ...' line
         name = Path(name)
         # 'yolov5s' means yolov5s.pt; an export folder's name ('yolov5s_openvino_model') is kept as it is
         path = name.with_suffix(".pt") if name.suffix == "" and not _is_export_folder(name) else name

@@ -119,9 +119,10 @@ def resume_opt(opt, parse=parse_opt):
     return run_main.resume_opt(opt, script(parse))
 
 
-def main(opt):
-    """Train, or with --evolve search the hyperparameters (official: runs/evolve, evolve.csv ranked by fitness)."""
-    return run_main.main(opt, script())
+def main(opt, callbacks=None):
+    """Train, or with --evolve search the hyperparameters (official: runs/evolve, evolve.csv ranked by fitness).
+    callbacks: a utils.callbacks.Callbacks whose actions are called at the official training events."""
+    return run_main.main(opt, script(), callbacks=callbacks)
 
 
 def run(**kwargs):

@@ -37,19 +37,12 @@ from utils.tiles import add_slice_flags, settings_from_flags  # noqa: E402
 from utils.evaluation.from_weights import ClassCountMismatch, validate_weights  # noqa: E402,F401
 from utils.evaluation import match_image, save_one_json  # noqa: E402  (ultralytics users import them from val)
 from utils.log import LOGGER  # noqa: E402
-from utils.inference.label_txt import label_lines  # noqa: E402
-from utils.atomic_files import write_text  # noqa: E402
+from utils.device_header import select_and_log_device  # noqa: E402
+from utils.run_header import print_args  # noqa: E402
+from utils.inference.label_txt import save_one_txt  # noqa: E402
 
 
 __all__ = ["run", "parse_opt", "main", "save_one_txt", "save_one_json", "match_image"]
-
-
-def save_one_txt(predn, save_conf, shape, file):
-    """One line per detection: class x y w h [conf], normalized to the original image (YOLO label format). The file
-    is written whole (ultralytics appended to it): an earlier run's file of that name is replaced, not added to."""
-    lines = label_lines(predn, shape, save_conf)
-    if lines:  # no detections, no file (as ultralytics)
-        write_text(file, "".join(line + "\n" for line in lines))
 
 
 @inference_mode()
@@ -69,6 +62,7 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
 
     sliced = settings_from_flags(slice, slice_overlap, slice_no_full, slice_merge, slice_match, slice_match_thres,
                                  slice_agnostic, slice_batch)  # checked before the model loads: one line if bad
+    select_and_log_device(device, batch_size=batch_size)  # the official device line (validate_weights selects)
     # --slice: each image tile by tile; --save-json on a dataset without COCO annotations: AP by object size
     return validate_weights(weights, data, create_dataloader, evaluator_for_dataset, batch_size=batch_size,
                             imgsz=imgsz, task=task, device=device, workers=workers, project=project, name=name,
@@ -85,6 +79,7 @@ def parse_opt(argv=None):
     opt = parser.parse_args(argv)
     opt.save_json |= str(opt.data).endswith("coco.yaml")
     opt.save_txt |= opt.save_hybrid
+    print_args(vars(opt))  # official: the arguments line as soon as they are parsed
     return opt
 
 

@@ -24,6 +24,8 @@ from utils.cli_flags import FlagParser, add_predict_flags  # noqa: E402
 from utils.classify.dataset import classify_transform  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.paths import increment_path  # noqa: E402
+from utils.device_header import select_and_log_device  # noqa: E402
+from utils.run_header import print_args  # noqa: E402
 from models.from_record import build_any_model  # noqa: E402
 from utils.inference import load_model  # noqa: E402
 from utils.inference.classify_writer import ClassificationWriter  # noqa: E402
@@ -43,6 +45,7 @@ def run(weights=ROOT / "yolov5s-cls.pt", source=ROOT / "data/images", data=ROOT 
     stream = is_stream(source)
     save_img = not nosave and not source.endswith(".txt")
     imgsz = list(imgsz) if isinstance(imgsz, (list, tuple)) else [imgsz, imgsz]
+    device = select_and_log_device(device)  # the official 'YOLOv5 🚀 ...' line, before the model loads
     model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, data=data, imgsz=imgsz,
                               task="classify")
     transform = partial(classify_transform, size=imgsz[0])
@@ -71,6 +74,7 @@ def parse_opt(argv=None):
                       project=ROOT / "runs/predict-cls", boxes=False, tta=False)
     opt = parser.parse_args(argv)
     opt.imgsz *= 2 if len(opt.imgsz) == 1 else 1
+    print_args(vars(opt))  # official: the arguments line as soon as they are parsed
     return opt
 
 

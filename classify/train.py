@@ -118,8 +118,10 @@ def resume_opt(opt):
     return run_main.resume_opt(opt, SCRIPT)
 
 
-def main(opt):
-    return run_main.main(opt, SCRIPT)
+def main(opt, callbacks=None):
+    """Train with opt; callbacks: a utils.callbacks.Callbacks called at the training events (official's trainer takes
+    none here; the engine's events are the same for every task)."""
+    return run_main.main(opt, SCRIPT, callbacks=callbacks)
 
 
 def run(**kwargs):

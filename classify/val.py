@@ -18,7 +18,9 @@ from utils import signals  # noqa: E402
 if __name__ == "__main__":
     signals.install("val")
 
-from utils.backend import inference_mode, select_device  # noqa: E402
+from utils.backend import inference_mode  # noqa: E402
+from utils.device_header import select_and_log_device  # noqa: E402
+from utils.run_header import print_args  # noqa: E402
 from utils.classify.dataset import ClassificationDataError, create_classification_dataloader  # noqa: E402
 from utils.data.files import WARN  # noqa: E402
 from utils.classify.evaluate import ClassificationSteps, log_accuracy_table  # noqa: E402
@@ -87,15 +89,17 @@ def run(data=ROOT / "../datasets/mnist", weights=ROOT / "yolov5s-cls.pt", batch_
 
 def _model_and_loader(data, weights, batch_size, imgsz, device, workers, project, name, exist_ok, half, dnn):
     """classify/val.py's own run: (the loaded model, the test split's loader, the run folder, fp16)."""
-    device = select_device(device, batch_size=batch_size)
+    device = select_and_log_device(device, batch_size=batch_size)  # the official 'YOLOv5 🚀 ...' line
     save_dir = increment_path(Path(project) / name, exist_ok=exist_ok, mkdir=True)
     model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, imgsz=imgsz, task="classify")
     if not (model.pt or model.jit):
         batch_size = 1
         LOGGER.info(f"Forcing --batch-size 1 square inference (1,3,{imgsz},{imgsz}) for non-PyTorch models")
     classes, source = model_classes(model.names, weights[0] if isinstance(weights, (list, tuple)) else weights)
+    # in folder order (official shuffles: the figures do not depend on the order; a rerun reads the same batches)
     dataloader = create_classification_dataloader(test_split(data), imgsz=imgsz, batch_size=batch_size,
-                                                  augment=False, workers=workers, classes=classes, source=source)
+                                                  augment=False, shuffle=False, workers=workers, classes=classes,
+                                                  source=source)
     return model, dataloader, save_dir, model.fp16
 
 
@@ -113,7 +117,9 @@ def parse_opt(argv=None):
     parser.add_argument("--exist-ok", action="store_true", help="existing project/name ok, do not increment")
     parser.add_argument("--half", action="store_true", help="use FP16 half-precision inference")
     parser.add_argument("--dnn", action="store_true", help="accepted for compatibility; ignored")
-    return parser.parse_args(argv)
+    opt = parser.parse_args(argv)
+    print_args(vars(opt))  # official: the arguments line as soon as they are parsed
+    return opt
 
 
 def main(opt):

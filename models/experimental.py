@@ -6,13 +6,52 @@ v6.x (``models.yolo.Model``) and v7.0 (``models.yolo.DetectionModel``) files, Fo
 that kept ``model.24.anchor_grid`` load the same way.
 """
 import logging
+import math
 from pathlib import Path
+
+import numpy as np
 
 from models.from_record import build_any_model
 from utils.backend import nn, torch
 from utils.checkpoint import load_any
 from utils.checkpoint.kind import pick_model_record
+from utils.downloads import attempt_download  # noqa: F401  (ultralytics users import it from here)
 from utils.log import LOGGER
+
+
+def mixconv_channels(c2, k, equal_ch=True):
+    """Output channels per kernel size of a MixConv2d (arXiv 1907.09595): equal_ch splits c2 as evenly as whole
+    numbers allow (c2 points spaced evenly over the groups, each counted where its floor falls); otherwise each group
+    gets channels in inverse proportion to its kernel area, so every group holds about the same number of weights
+    (least squares, rounded, of c_0 + ... + c_(n-1) = c2 and c_(g-1) k_(g-1)^2 = c_g k_g^2 for g = 1..n, the last
+    equation wrapping round to c_0: ultralytics' system, so that the same YAML builds the same layers)."""
+    n = len(k)
+    if equal_ch:
+        groups = np.floor(np.linspace(0, n - 1e-6, c2))
+        return [int((groups == g).sum()) for g in range(n)]
+    a = np.zeros((n + 1, n))
+    a[0] = 1
+    for g in range(1, n + 1):
+        a[g, g - 1] += k[g - 1] ** 2
+        a[g, g % n] -= k[g % n] ** 2
+    b = np.zeros(n + 1)
+    b[0] = c2
+    return [int(c) for c in np.linalg.lstsq(a, b, rcond=None)[0].round()]
+
+
+class MixConv2d(nn.Module):
+    """Mixed depth-wise convolution: one grouped conv per kernel size in k, outputs concatenated, then BN and SiLU."""
+
+    def __init__(self, c1, c2, k=(1, 3), s=1, equal_ch=True):
+        super().__init__()
+        widths = mixconv_channels(c2, k, equal_ch)
+        self.m = nn.ModuleList([nn.Conv2d(c1, c, kk, s, kk // 2, groups=math.gcd(c1, c), bias=False)
+                                for kk, c in zip(k, widths)])
+        self.bn = nn.BatchNorm2d(c2)
+        self.act = nn.SiLU()
+
+    def forward(self, x):
+        return self.act(self.bn(torch.cat([m(x) for m in self.m], 1)))
 
 
 class Ensemble(nn.ModuleList):

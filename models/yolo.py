@@ -18,12 +18,15 @@ from models.common import (C3, C3SPP, C3TR, SPP, SPPF, Bottleneck, BottleneckCSP
                            Contract, Conv, CrossConv, DWConv, DWConvTranspose2d, Expand, Focus, GhostBottleneck,
                            GhostConv, Proto)
 from models.model_config import ModelConfigError, check_args, check_channels, check_detect_args, check_model_dict
-from utils.backend import head_layout, nn, select_device, torch
+from utils.backend import head_layout, nn, torch
+from utils.device_header import select_and_log_device
 from utils.img_size import make_divisible
 from utils.log import LOGGER
 from utils.model_stats import fuse_conv_and_bn, model_summary
 from utils.paths import find_repo_file
+from utils.run_header import print_args
 from utils.plots import feature_visualization
+from utils.torch_utils import initialize_weights
 from utils.tta import forward_augment  # test-time augmentation lives with validation code
 from utils.yaml_files import read_yaml
 
@@ -244,7 +247,37 @@ def load_model_yaml(cfg):
     return d
 
 
-class DetectionModel(nn.Module):
+class BaseModel(nn.Module):
+    """What every YOLOv5 network shares (ultralytics' BaseModel): the layer-by-layer forward over self.model with the
+    outputs listed in self.save kept, BatchNorm folding, the summary line."""
+
+    def forward(self, x, profile=False, visualize=False):
+        return self._forward_once(x, visualize)
+
+    def _forward_once(self, x, visualize=False):
+        """visualize: False, or the folder where each layer's feature maps are drawn (detect.py --visualize)."""
+        y = []  # outputs of layers listed in self.save, None otherwise (frees memory early)
+        for m in self.model:
+            if m.f != -1:
+                x = y[m.f] if isinstance(m.f, int) else [x if j == -1 else y[j] for j in m.f]
+            x = m(x)
+            y.append(x if m.i in self.save else None)
+            if visualize:
+                feature_visualization(x, m.type, m.i, save_dir=visualize)
+        return x
+
+    def fuse(self):
+        """Fold each BatchNorm into the preceding conv for inference (fewer layers, same outputs)."""
+        LOGGER.info("Fusing layers... ")
+        fold_batchnorm(self)
+        self.info()
+        return self
+
+    def info(self, verbose=False, img_size=640):
+        LOGGER.info(model_summary(self, img_size=img_size, verbose=verbose))
+
+
+class DetectionModel(BaseModel):
     def __init__(self, cfg="yolov5s.yaml", ch=3, nc=None, anchors=None):
         super().__init__()
         self.yaml = load_model_yaml(cfg)
@@ -288,18 +321,6 @@ class DetectionModel(nn.Module):
             return forward_augment(self, x)
         return self._forward_once(x, visualize)
 
-    def _forward_once(self, x, visualize=False):
-        """visualize: False, or the folder where each layer's feature maps are drawn (detect.py --visualize)."""
-        y = []  # outputs of layers listed in self.save, None otherwise (frees memory early)
-        for m in self.model:
-            if m.f != -1:
-                x = y[m.f] if isinstance(m.f, int) else [x if j == -1 else y[j] for j in m.f]
-            x = m(x)
-            y.append(x if m.i in self.save else None)
-            if visualize:
-                feature_visualization(x, m.type, m.i, save_dir=visualize)
-        return x
-
     def _stride_maps(self, outs):
         """The per-level maps in the head's training-mode output (SegmentationModel's also holds the protos)."""
         return outs
@@ -315,16 +336,6 @@ class DetectionModel(nn.Module):
                     b[:, 5:5 + m.nc] += math.log(0.6 / (m.nc - 0.99999))
                 else:
                     b[:, 5:5 + m.nc] += torch.log(cf / cf.sum())
-
-    def fuse(self):
-        """Fold each BatchNorm into the preceding conv for inference (fewer layers, same outputs)."""
-        LOGGER.info("Fusing layers... ")
-        fold_batchnorm(self)
-        self.info()
-        return self
-
-    def info(self, verbose=False, img_size=640):
-        LOGGER.info(model_summary(self, img_size=img_size, verbose=verbose))
 
     def _apply(self, fn, *args, **kwargs):
         # .to()/.cuda()/.half() must also move the Detect layer's cached stride and grids, which are not buffers.
@@ -368,7 +379,7 @@ class SegmentationModel(DetectionModel):
         return outs[0]  # training mode: (maps, protos); the strides come from the maps
 
 
-class ClassificationModel(nn.Module):
+class ClassificationModel(BaseModel):
     """A classifier: the first `cutoff` layers of a detection network with a Classify head in place of the last.
 
     model: a DetectionModel (or a DetectMultiBackend around one) whose layers are reused, weights and all;
@@ -398,23 +409,7 @@ class ClassificationModel(nn.Module):
         initialize_weights(head)
 
     def forward(self, x, augment=False, profile=False, visualize=False):
-        return DetectionModel._forward_once(self, x, visualize)
-
-    def fuse(self):
-        return DetectionModel.fuse(self)
-
-    def info(self, verbose=False, img_size=640):
-        LOGGER.info(model_summary(self, img_size=img_size, verbose=verbose))
-
-
-def initialize_weights(model):
-    """The official BN settings (eps 1e-3, momentum 0.03). Activations stay out of place: while training, autograd
-    must keep the input of an in-place SiLU for its gradient and so clones it first, one extra kernel per Conv
-    (57 per yolov5s forward) for no memory saved."""
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            m.eps = 1e-3
-            m.momentum = 0.03
+        return self._forward_once(x, visualize)
 
 
 def main(argv=None):
@@ -425,7 +420,8 @@ def main(argv=None):
     parser.add_argument("--profile", action="store_true", help="time one forward pass")
     parser.add_argument("--no-fuse", action="store_true", help="skip the fused summary")
     opt = parser.parse_args(argv)
-    device = select_device(opt.device)
+    print_args(vars(opt))  # the official header: the arguments line, then the 'YOLOv5 🚀 ...' device line
+    device = select_and_log_device(opt.device)
     model = DetectionModel(opt.cfg).to(device)
     if opt.profile:
         im = torch.rand(opt.batch_size, 3, 640, 640).to(device)

@@ -23,6 +23,8 @@ from utils.backend import inference_mode  # noqa: E402
 from utils.cli_flags import FlagParser, add_predict_flags  # noqa: E402
 from utils.signals import exit_on_user_error  # noqa: E402
 from utils.paths import increment_path  # noqa: E402
+from utils.device_header import select_and_log_device  # noqa: E402
+from utils.run_header import print_args  # noqa: E402
 from models.from_record import build_any_model  # noqa: E402
 from utils.inference import load_model  # noqa: E402
 from utils.inference.outputs import source_names  # noqa: E402
@@ -50,6 +52,7 @@ def run(weights=ROOT / "yolov5s-seg.pt", source=ROOT / "data/images", data=ROOT 
     imgsz = list(imgsz) if isinstance(imgsz, (list, tuple)) else [imgsz, imgsz]
     sliced = settings_from_flags(slice, slice_overlap, slice_no_full, slice_merge, slice_match, slice_match_thres,
                                  slice_agnostic, slice_batch)  # checked before the model loads: one line if bad
+    device = select_and_log_device(device)  # the official 'YOLOv5 🚀 ...' line, before the model loads
     model, imgsz = load_model(weights, device=device, half=half, dnn=dnn, data=data, imgsz=imgsz,
                               task="segment")
     if sliced is None:
@@ -84,6 +87,7 @@ def parse_opt(argv=None):
     add_slice_flags(parser)
     opt = parser.parse_args(argv)
     opt.imgsz *= 2 if len(opt.imgsz) == 1 else 1
+    print_args(vars(opt))  # official: the arguments line as soon as they are parsed
     return opt
 
 

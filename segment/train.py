@@ -56,14 +56,15 @@ def task_for(opt):
     return segment_task(mask_ratio=ratio, overlap=not opt.no_overlap)
 
 
-def main(opt):
+def main(opt, callbacks=None):
     """Train, or with --evolve search the hyperparameters as official segment/train.py (runs/evolve-seg; evolve.csv
-    with the box and mask metrics and val losses, rows ranked by the segmentation fitness)."""
+    with the box and mask metrics and val losses, rows ranked by the segmentation fitness). callbacks: a
+    utils.callbacks.Callbacks called at the training events."""
     if opt.quad:  # before the run folder is made
         raise TrainingError("--quad is not available for segmentation (official segment/train.py --quad fails on its "
                             "first batch: detection's quad collate cannot take the masks); train without --quad.")
     return run_main.main(opt, detection_train.script(parse=parse_opt, task_for=task_for, name="segment/train.py",
-                                                     evolve_project=ROOT / "runs/evolve-seg"))
+                                                     evolve_project=ROOT / "runs/evolve-seg"), callbacks=callbacks)
 
 
 def run(**kwargs):

@@ -33,6 +33,8 @@ from utils.signals import exit_on_user_error  # noqa: E402
 from utils.evaluation.from_weights import ClassCountMismatch, validate_weights  # noqa: E402,F401
 from utils.evaluation.runner import run_val_task  # noqa: E402
 from utils.log import LOGGER  # noqa: E402
+from utils.device_header import select_and_log_device  # noqa: E402
+from utils.run_header import print_args  # noqa: E402
 from utils.segment.dataset import create_seg_dataloader  # noqa: E402
 from utils.segment.validation import SegmentationSteps, mask_count, seg_evaluator, validate_seg_model  # noqa: E402,F401
 from utils.shutdown import leave_quickly  # noqa: E402
@@ -54,6 +56,7 @@ def run(data=None, weights=None, batch_size=32, imgsz=640, conf_thres=0.001, iou
     if model is not None:
         return validate_seg_model(model, dataloader, data, compute_loss=compute_loss, save_dir=save_dir,
                                   overlap=overlap, **kw)
+    select_and_log_device(device, batch_size=batch_size)  # the official device line (validate_weights selects)
     loader = functools.partial(create_seg_dataloader, overlap_mask=overlap, mask_downsample_ratio=mask_downsample_ratio)
     return validate_weights(weights, data, loader, functools.partial(seg_evaluator, overlap=overlap),
                             steps=SegmentationSteps, model_task="segment", batch_size=batch_size, imgsz=imgsz,
@@ -67,6 +70,7 @@ def parse_opt(argv=None):
                   project=ROOT / "runs/val-seg", project_help="save results to project/name")
     opt = parser.parse_args(argv)
     opt.save_txt |= opt.save_hybrid
+    print_args(vars(opt))  # official: the arguments line as soon as they are parsed
     return opt
 
 

@@ -99,3 +99,17 @@ def checked_dtype(model, device, dtype, channels_last=False):
         return None
     LOGGER.info(f"AMP check: {name} autocast agrees with fp32 (relative difference {diff:.3g}) ✅")
     return dtype
+
+
+def check_amp(model):
+    """ultralytics' check_amp: True when fp16 autocast on the model's CUDA device gives the fp32 outputs on the fixed
+    input (within TOLERANCE), so a CUDA run may train with AMP; False on the CPU, as ultralytics answers there (this
+    project's CPU bf16 is decided by checked_dtype)."""
+    device = next(model.parameters()).device
+    if not backend.is_cuda(device):
+        return False
+    try:
+        return output_disagreement(model, device, backend.torch.float16) <= TOLERANCE
+    except Exception as e:  # no fp16 kernel for some layer: train in fp32, as ultralytics falls back
+        LOGGER.warning(f"WARNING ⚠️ AMP check: fp16 autocast failed ({type(e).__name__}: {e}); AMP off")
+        return False

@@ -123,7 +123,11 @@ def write_image(path, im, params=()):
     import cv2  # here, not at the top: the checkpoint package imports this module and must not need OpenCV
 
     with output_path(path) as tmp:
-        if not cv2.imwrite(str(tmp), im, list(params)):
+        try:
+            written = cv2.imwrite(str(tmp), im, list(params))
+        except cv2.error as e:  # OpenCV 5 raises for a suffix it has no encoder for (4.x returned False)
+            raise OSError(errno.EINVAL, f"OpenCV cannot write this image ({' '.join(str(e).split())[-80:]})") from None
+        if not written:
             raise OSError(errno.EIO, "OpenCV could not encode or write the image")
 
 

@@ -9,14 +9,21 @@ Speed notes (why the code looks the way it does):
 - Each tile is warped over its own bounding box only (``warp_into``), with the exact matrix: the pixels are
   warpAffine's, where the labels say. (A cv2.resize shortcut for pure scale + translation, ~3x faster per tile,
   placed tiles up to half a pixel off their labels: a silent error in every training image.)
+
+The official names for classification (classify_transforms, CenterCrop, ToTensor, denormalize, IMAGENET_MEAN/STD) and
+the optional albumentations pipelines (Albumentations, classify_albumentations) are at the end. This module loads no
+framework: ToTensor and classify_transforms ask utils.backend for it when they make a tensor, so the plot helpers
+(forked before the framework's import) may import it.
 """
 import math
 import random
+import re
 
 import cv2
 import numpy as np
 
 from utils.boxes import xywhn2xyxy, xyxy2xywhn  # noqa: F401  (re-exported for callers that expect them here)
+from utils.log import LOGGER, colorstr
 
 GREY = (114, 114, 114)
 
@@ -270,3 +277,148 @@ def resample_segments(segments, n=1000):
         xp = np.arange(len(s))
         out.append(np.concatenate([np.interp(x, xp, s[:, i]) for i in range(2)]).reshape(2, -1).T)
     return out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Classification (official names; utils/classify/dataset.py's evaluation items are classify_transform's numbers)
+IMAGENET_MEAN = 0.485, 0.456, 0.406  # RGB
+IMAGENET_STD = 0.229, 0.224, 0.225
+
+
+def center_crop(im, size):
+    """The centred square of side min(h, w), resized to size x size (or (h, w)) with cv2 INTER_LINEAR."""
+    h, w = (size, size) if isinstance(size, int) else size
+    imh, imw = im.shape[:2]
+    m = min(imh, imw)
+    top, left = (imh - m) // 2, (imw - m) // 2
+    return cv2.resize(im[top:top + m, left:left + m], (w, h), interpolation=cv2.INTER_LINEAR)
+
+
+def classify_transform(im, size):
+    """BGR uint8 HWC -> normalized float32 CHW RGB numpy (the official eval transforms: crop, /255, mean/std)."""
+    x = center_crop(im, size)[:, :, ::-1].transpose(2, 0, 1).astype(np.float32) / np.float32(255.0)
+    mean = np.array(IMAGENET_MEAN, np.float32).reshape(3, 1, 1)
+    std = np.array(IMAGENET_STD, np.float32).reshape(3, 1, 1)
+    return np.ascontiguousarray((x - mean) / std)
+
+
+class CenterCrop:
+    """CenterCrop(size)(im): center_crop as a callable, official's name (size: int or (h, w))."""
+
+    def __init__(self, size=640):
+        self.h, self.w = (size, size) if isinstance(size, int) else size
+
+    def __call__(self, im):
+        return center_crop(im, (self.h, self.w))
+
+
+class ToTensor:
+    """ToTensor(half)(im): BGR uint8 HWC numpy -> RGB CHW float tensor in [0, 1] (fp16 with half)."""
+
+    def __init__(self, half=False):
+        self.half = half
+
+    def __call__(self, im):
+        from utils.backend import from_numpy  # framework choice: this module loads none (see the docstring)
+        x = from_numpy(np.ascontiguousarray(im.transpose(2, 0, 1)[::-1]))
+        x = x.half() if self.half else x.float()
+        return x / 255.0
+
+
+class ClassifyTransforms:
+    """What classify_transforms(size) returns: BGR uint8 HWC -> normalized float32 CHW tensor, classify_transform's
+    numbers (official: Compose([CenterCrop(size), ToTensor(), Normalize(IMAGENET_MEAN, IMAGENET_STD)]))."""
+
+    def __init__(self, size):
+        self.size = size
+
+    def __call__(self, im):
+        from utils.backend import from_numpy  # framework choice: this module loads none (see the docstring)
+        return from_numpy(classify_transform(im, self.size))
+
+    def __repr__(self):
+        return f"ClassifyTransforms(CenterCrop({self.size}), ToTensor(), Normalize({IMAGENET_MEAN}, {IMAGENET_STD}))"
+
+
+def classify_transforms(size=224):
+    """The official evaluation transforms of a classifier as one callable (see ClassifyTransforms)."""
+    if not isinstance(size, int):  # official asserts this too: a (h, w) crop would not be square
+        raise TypeError(f"classify_transforms size {size} must be an integer, not {type(size).__name__}")
+    return ClassifyTransforms(size)
+
+
+def denormalize(x, mean=IMAGENET_MEAN, std=IMAGENET_STD):
+    """Undo the ImageNet normalisation of a BCHW RGB batch in place (tensor or numpy): x * std + mean."""
+    for i in range(3):
+        x[:, i] = x[:, i] * std[i] + mean[i]
+    return x
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Optional albumentations pipelines (official: used only when the package is installed; it is not a dependency)
+def _albumentations():
+    """(module, major version) of an installed albumentations >= 1.0.3; ImportError when it is missing."""
+    import albumentations as A  # optional dependency: official's pipelines run only when it is installed
+    version = tuple(int(p) for p in re.findall(r"\d+", A.__version__)[:3])
+    if version < (1, 0, 3):
+        raise ValueError(f"albumentations>=1.0.3 is required, found {A.__version__}")
+    return A, version[0]
+
+
+class Albumentations:
+    """Official's optional detection augmentations (blur, median blur, grey, CLAHE at p=0.01, as its list). Without
+    albumentations installed `transform` is None and a call returns (im, labels) unchanged, as official."""
+
+    def __init__(self, size=640):
+        self.transform = None
+        prefix = colorstr("albumentations: ")
+        try:
+            A, major = _albumentations()
+            crop = dict(size=(size, size)) if major >= 2 else dict(height=size, width=size)  # 2.x renamed it
+            quality = dict(quality_range=(75, 100)) if major >= 2 else dict(quality_lower=75)
+            T = [A.RandomResizedCrop(**crop, scale=(0.8, 1.0), ratio=(0.9, 1.11), p=0.0), A.Blur(p=0.01),
+                 A.MedianBlur(p=0.01), A.ToGray(p=0.01), A.CLAHE(p=0.01), A.RandomBrightnessContrast(p=0.0),
+                 A.RandomGamma(p=0.0), A.ImageCompression(**quality, p=0.0)]
+            self.transform = A.Compose(T, bbox_params=A.BboxParams(format="yolo", label_fields=["class_labels"]))
+            LOGGER.info(prefix + ", ".join(f"{x}".replace("always_apply=False, ", "") for x in T if x.p))
+        except ImportError:  # not installed: no augmentation, as official
+            pass
+        except Exception as e:  # a version it cannot build: said, then no augmentation
+            LOGGER.info(f"{prefix}{e}")
+
+    def __call__(self, im, labels, p=1.0):
+        """labels: (n, 5) [cls, x, y, w, h] normalized; with probability p the pipeline runs on both."""
+        if self.transform and random.random() < p:
+            new = self.transform(image=im, bboxes=labels[:, 1:], class_labels=labels[:, 0])
+            im, labels = new["image"], np.array([[c, *b] for c, b in zip(new["class_labels"], new["bboxes"])])
+        return im, labels
+
+
+def classify_albumentations(augment=True, size=224, scale=(0.08, 1.0), ratio=(0.75, 1.0 / 0.75), hflip=0.5, vflip=0.0,
+                            jitter=0.4, mean=IMAGENET_MEAN, std=IMAGENET_STD, auto_aug=False):
+    """Official's albumentations classification transforms (an A.Compose ending in Normalize and ToTensorV2), or,
+    without the package, a warning and None, as official (this project's own training transforms are
+    utils/classify/augment.py and need no package)."""
+    prefix = colorstr("albumentations: ")
+    try:
+        A, major = _albumentations()
+        from albumentations.pytorch import ToTensorV2  # optional dependency, as the line above
+        if augment:
+            crop = dict(size=(size, size)) if major >= 2 else dict(height=size, width=size)
+            T = [A.RandomResizedCrop(**crop, scale=scale, ratio=ratio)]
+            if auto_aug:
+                LOGGER.info(f"{prefix}auto augmentations are currently not supported")
+            else:
+                T += [A.HorizontalFlip(p=hflip)] if hflip > 0 else []
+                T += [A.VerticalFlip(p=vflip)] if vflip > 0 else []
+                T += [A.ColorJitter(*(float(jitter),) * 3, 0)] if jitter > 0 else []  # no hue jitter
+        else:  # a fixed crop for evaluation
+            T = [A.SmallestMaxSize(max_size=size), A.CenterCrop(height=size, width=size)]
+        T += [A.Normalize(mean=mean, std=std), ToTensorV2()]
+        LOGGER.info(prefix + ", ".join(f"{x}".replace("always_apply=False, ", "") for x in T if x.p))
+        return A.Compose(T)
+    except ImportError:
+        LOGGER.warning(f"{prefix}not found, install with `pip install albumentations` (recommended)")
+    except Exception as e:
+        LOGGER.info(f"{prefix}{e}")
+    return None

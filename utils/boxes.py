@@ -66,6 +66,17 @@ def clip_boxes(boxes, shape):
     return boxes
 
 
+def clip_segments(segments, shape):
+    """Clip polygon points (..., 2) xy in place to an image of shape (h, w)."""
+    if isinstance(segments, np.ndarray):
+        segments[..., 0] = segments[..., 0].clip(0, shape[1])
+        segments[..., 1] = segments[..., 1].clip(0, shape[0])
+    else:
+        segments[..., 0].clamp_(0, shape[1])
+        segments[..., 1].clamp_(0, shape[0])
+    return segments
+
+
 def scale_boxes(img1_shape, boxes, img0_shape, ratio_pad=None):
     """Map xyxy boxes from a letterboxed image of shape img1_shape back to the original img0_shape."""
     if ratio_pad is None:

@@ -2,8 +2,10 @@
 partial file never stays. Framework-free."""
 import errno
 import http.client
+import logging
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -51,3 +53,76 @@ def download_file(url, dest, max_bytes=None):
     finally:
         tmp.unlink(missing_ok=True)
     return dest
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# ultralytics' names (utils.downloads), for users' scripts; the project itself fetches only consented dataset URLs
+def is_url(url, check=True):
+    """Whether url is an http(s)/ftp URL; with check, whether it answers (a HEAD request, 5 s)."""
+    try:
+        p = urllib.parse.urlparse(str(url))
+        if p.scheme not in ("http", "https", "ftp") or not p.netloc:
+            return False
+        if not check:
+            return True
+        with urllib.request.urlopen(urllib.request.Request(str(url), method="HEAD"), timeout=5) as r:  # noqa: S310
+            return r.status == 200
+    except (OSError, ValueError, http.client.HTTPException):
+        return False
+
+
+class WeightsNotFound(ArchiveError, FileNotFoundError):
+    pass
+
+
+def attempt_download(file, repo="ultralytics/yolov5", release="v7.0"):
+    """The path of a weights file that is here. ultralytics fetches a missing yolov5*.pt from its releases; this
+    project downloads nothing unasked, so a missing file is one error line saying where to get it."""
+    file = Path(str(file).strip().replace("'", ""))
+    if file.exists():
+        return str(file)
+    raise WeightsNotFound(f"{file} not found (this project downloads nothing): download it from "
+                          f"https://github.com/{repo}/releases/tag/{release} and give its path.")
+
+
+def safe_download(file, url, url2=None, min_bytes=1.0, error_msg=""):
+    """Fetch url (else url2) into file, which is replaced only by a whole download of at least min_bytes."""
+    file = Path(file)
+    last = None
+    for u in [url, url2] if url2 else [url]:
+        tmp = file.with_name(f".{file.name}.download")
+        tmp.unlink(missing_ok=True)
+        try:
+            download_file(u, tmp)
+            if tmp.stat().st_size < min_bytes:
+                raise ArchiveError(f"{u} gave {tmp.stat().st_size} bytes, fewer than {min_bytes:g}")
+            os.replace(tmp, file)
+            return
+        except ArchiveError as e:
+            last = e
+        finally:
+            tmp.unlink(missing_ok=True)
+    raise ArchiveError(f"{last}{' ' + error_msg if error_msg else ''}")
+
+
+def curl_download(url, filename, *, silent=False):
+    """Fetch url into filename (replacing it); True when it arrived whole. Named for ultralytics' curl call; Python's
+    own HTTP client does the work here, so no curl binary is needed."""
+    try:
+        safe_download(filename, url)
+        return True
+    except ArchiveError as e:
+        if not silent:
+            logging.getLogger("yolov5").warning(f"WARNING ⚠️ {e}")
+        return False
+
+
+def gsutil_getsize(url=""):
+    """Size in bytes of a gs:// object through the gsutil command when it is installed; else 0 (as ultralytics)."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("gsutil"):
+        return 0
+    out = subprocess.run(["gsutil", "du", str(url)], capture_output=True, text=True, check=False).stdout.split()
+    return int(out[0]) if out and out[0].isdigit() else 0

@@ -1,6 +1,7 @@
 """The project's logger ('yolov5', messages printed bare like ultralytics'), ANSI colour prefixes and one-time
 notices. No framework import: the many modules that only log load neither PyTorch nor OneFlow through here."""
 import logging
+import platform
 
 
 def printable(text):
@@ -35,6 +36,14 @@ if not LOGGER.handlers:
     LOGGER.addFilter(_PrintableMessages())
 
 _NOTICED = set()
+_PROJECT_EMOJIS = "🚀✅❌⚠💡⚡⏱❎❔😃\ufe0f"
+
+
+def emojis(string=""):
+    """string without the emojis this project prints, on Windows (whose consoles may not draw them); as is elsewhere."""
+    if platform.system() == "Windows":
+        return string.translate(str.maketrans("", "", _PROJECT_EMOJIS))
+    return string
 
 
 def colorstr(*args):

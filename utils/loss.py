@@ -56,17 +56,42 @@ class FocalLoss(nn.Module):
         self.reduction = loss_fcn.reduction
         self.loss_fcn.reduction = "none"  # element-wise, so the factors can weight each element
 
+    def modulation(self, true, pred_prob):
+        p_t = true * pred_prob + (1 - true) * (1 - pred_prob)
+        return (1.0 - p_t) ** self.gamma
+
     def forward(self, pred, true):
         loss = self.loss_fcn(pred, true)
-        pred_prob = torch.sigmoid(pred)
-        p_t = true * pred_prob + (1 - true) * (1 - pred_prob)
         alpha_factor = true * self.alpha + (1 - true) * (1 - self.alpha)
-        loss = loss * (alpha_factor * (1.0 - p_t) ** self.gamma)
+        loss = loss * (alpha_factor * self.modulation(true, torch.sigmoid(pred)))
         if self.reduction == "mean":
             return loss.mean()
         if self.reduction == "sum":
             return loss.sum()
         return loss
+
+
+class QFocalLoss(FocalLoss):
+    """Quality focal loss (https://arxiv.org/abs/2006.04388): the focal weight uses |true - p| ** gamma, so soft
+    targets (an IoU as objectness) are weighted by how far the prediction is from them."""
+
+    def modulation(self, true, pred_prob):
+        return torch.abs(true - pred_prob) ** self.gamma
+
+
+class BCEBlurWithLogitsLoss(nn.Module):
+    """BCE whose weight 1 - exp((p - y - 1) / (alpha + 1e-4)) fades for predictions well above their label (p - y
+    near 1): a positive the labels missed costs less. Returns the mean."""
+
+    def __init__(self, alpha=0.05):
+        super().__init__()
+        self.loss_fcn = nn.BCEWithLogitsLoss(reduction="none")
+        self.alpha = alpha
+
+    def forward(self, pred, true):
+        loss = self.loss_fcn(pred, true)
+        dx = torch.sigmoid(pred) - true  # missing labels only; (p - y).abs() would also soften wrong labels
+        return (loss * (1 - torch.exp((dx - 1) / (self.alpha + 1e-4)))).mean()
 
 
 def _balance(nl):

@@ -13,6 +13,7 @@ took 12.7 GB to draw.
 import warnings
 from pathlib import Path
 
+import cv2
 import numpy as np
 
 from utils.atomic_files import save_figure
@@ -95,6 +96,34 @@ def match_by_iou(iou, label_cls, det_cls, iouv):
             matches = matches[np.unique(matches[:, 0], return_index=True)[1]]  # one detection per label
         correct[matches[:, 1].astype(int), k] = True
     return correct
+
+
+def process_batch(detections, labels, iouv, pred_masks=None, gt_masks=None, overlap=False, masks=False):
+    """Official val.py's and segment/val.py's name for match_predictions: detections (N,6) [xyxy, conf, cls], labels
+    (M,5) [cls, xyxy], iouv (T,) -> the (N, T) bool tensor of true positives, on iouv's device. masks: match by the
+    IoU of gt_masks (M,H,W; with overlap one (1,H,W) mask holding label i+1) and pred_masks (N,h,w) instead, the
+    ground truth resized bilinearly to the predictions' size when it differs."""
+    from utils.backend import torch  # framework choice: the answer is a tensor, as official
+    det, lab = _as_numpy(detections), _as_numpy(labels)
+    if masks:
+        iou = _mask_iou(_as_numpy(gt_masks), _as_numpy(pred_masks), len(lab), overlap)
+    else:
+        iou = box_iou(lab[:, 1:5].astype(np.float32), det[:, :4].astype(np.float32))
+    correct = match_by_iou(iou.reshape(len(lab), len(det)), lab[:, 0], det[:, 5], _as_numpy(iouv))
+    return torch.tensor(correct, dtype=torch.bool, device=getattr(iouv, "device", "cpu"))
+
+
+def _mask_iou(gt, pred, nl, overlap):
+    """(nl, N) IoU of ground-truth and predicted 0/1 masks, as official process_batch(masks=True) computes it."""
+    gt = gt.astype(np.float32)
+    if overlap:  # one mask whose value i+1 marks label i
+        gt = (gt.reshape(-1, *gt.shape[-2:])[:1] == np.arange(1, nl + 1).reshape(-1, 1, 1)).astype(np.float32)
+    h, w = pred.shape[1:]
+    if gt.shape[1:] != (h, w):  # cv2's INTER_LINEAR samples as bilinear interpolate(align_corners=False)
+        gt = np.stack([cv2.resize(m, (w, h), interpolation=cv2.INTER_LINEAR) for m in gt]).reshape(-1, h, w) > 0.5
+    gt, pred = gt.reshape(len(gt), -1).astype(np.float32), pred.reshape(len(pred), -1).astype(np.float32)
+    inter = gt @ pred.T
+    return inter / (gt.sum(1)[:, None] + pred.sum(1)[None] - inter + 1e-7)
 
 
 def smooth(y, f=0.05):

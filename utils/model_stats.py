@@ -72,6 +72,16 @@ def _counted_ops(model, ch, h, w, p):
     return total[0]
 
 
+def gflops_on(module, shape):
+    """GFLOPs of one forward of module (any layer or block) on an input of shape (n, c, h, w), counted as count_flops
+    counts them; 0.0 for a module without parameters (an activation, a concat)."""
+    p = next(module.parameters(), None)
+    if p is None:
+        return 0.0
+    n, c, h, w = shape
+    return _counted_ops(module, c, h, w, p) * 2 / 1e9 * n
+
+
 def count_flops(model, img_size=640):
     """GFLOPs of one forward pass at img_size (int or (h, w)), or None when the model cannot be run.
 

@@ -63,6 +63,82 @@ def find_repo_file(file, what="file", prefer=(), dirs=("data", "models", "utils"
                            f"{{{','.join(dirs)}}}); give an existing path.")
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# ultralytics' file checks (utils.general names), for users' scripts
+class FileCheckError(UserError, ValueError):
+    pass
+
+
+def check_suffix(file="yolov5s.pt", suffix=(".pt",), msg=""):
+    """Raise FileCheckError when a file (or each of a list) has a suffix outside `suffix` (case-insensitive)."""
+    if not (file and suffix):
+        return
+    allowed = [suffix] if isinstance(suffix, str) else list(suffix)
+    for f in [file] if isinstance(file, (str, Path)) else file:
+        s = Path(f).suffix.lower()
+        if s and s not in [x.lower() for x in allowed]:
+            raise FileCheckError(f"{msg}{f}: suffix {s} is not one of {allowed}")
+
+
+def url2file(url):
+    """The file name an URL names: https://x.org/a%2Fb.txt?auth -> b.txt."""
+    from urllib.parse import unquote
+
+    return Path(unquote(str(url))).name.split("?")[0]
+
+
+def check_file(file, suffix=""):
+    """A file's path (str): as given when it exists (or is ''), else the one file of that name under the repository's
+    data/, models/ or utils/ (find_repo_file). URLs are refused with one line: this project downloads nothing."""
+    check_suffix(file, suffix)
+    file = str(file)
+    if not file or os.path.isfile(file):
+        return file
+    if file.startswith(("http:/", "https:/")):
+        raise RepoFileNotFound(f"{file}: an URL; this project downloads nothing. Download it and give its path.")
+    if file.startswith("clearml://"):  # a ClearML dataset id, resolved by the ClearML logger
+        return file
+    return str(find_repo_file(file))
+
+
+def check_yaml(file, suffix=(".yaml", ".yml")):
+    return check_file(file, suffix)
+
+
+def file_size(path):
+    """Size in MB (1 MB = 2**20 bytes) of a file, or of the files under a folder; 0.0 when it does not exist."""
+    p = Path(path) if path else None
+    if p is None:
+        return 0.0
+    if p.is_file():
+        return p.stat().st_size / (1 << 20)
+    if p.is_dir():
+        return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) / (1 << 20)
+    return 0.0
+
+
+class WorkingDirectory:
+    """`with WorkingDirectory(d):` (or as a decorator) runs in folder d, then returns to the folder it came from."""
+
+    def __init__(self, new_dir):
+        self.dir, self.cwd = new_dir, Path.cwd().resolve()
+
+    def __enter__(self):
+        self.cwd = Path.cwd().resolve()
+        os.chdir(self.dir)
+
+    def __exit__(self, *exc):
+        os.chdir(self.cwd)
+
+    def __call__(self, func):
+        def wrapped(*args, **kwargs):
+            with self:
+                return func(*args, **kwargs)
+
+        wrapped.__name__, wrapped.__doc__ = func.__name__, func.__doc__
+        return wrapped
+
+
 def _claim_dir(path, exist_ok, sep):
     candidate = path
     try:

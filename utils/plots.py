@@ -1,7 +1,8 @@
 """Plots: box annotation (OpenCV), batch mosaics, label statistics, training curves.
 
-matplotlib is imported inside the functions (Agg backend) so that importing this module has no side effects and
-costs nothing for code that never plots. seaborn is optional: without it the label correlogram is drawn with
+matplotlib is imported inside the functions (Agg backend, utils/figures.py: pyplot) so that importing this module has
+no side effects and costs nothing for code that never plots. utils/figures.py also holds official's plot_val_study,
+imshow_cls and hist2d, offered here. seaborn is optional: without it the label correlogram is drawn with
 plain matplotlib.
 
 Every picture is written through utils/atomic_files.py (save_figure, write_image, write_atomically): under a
@@ -17,6 +18,7 @@ import numpy as np
 from utils.atomic_files import numbered_unique_path, save_figure, write_atomically, write_image
 from utils.boxes import clip_boxes, xywh2xyxy, xyxy2xywh
 from utils.evolve_csv import read_evolve_csv
+from utils.figures import hist2d, imshow_cls, plot_val_study, pyplot  # noqa: F401  (official import path)
 from utils.log import LOGGER
 
 # The palette of ultralytics.utils.plotting, through which the official scripts draw (yolov5 requires
@@ -45,15 +47,6 @@ class Colors:
 
 
 colors = Colors()
-
-
-def pyplot():
-    """matplotlib.pyplot with the Agg backend (files only, never a window). The plotting backend must be chosen
-    before pyplot loads, so matplotlib is imported here, on first use; processes that never draw never load it."""
-    import matplotlib  # plotting-backend choice: Agg before pyplot loads
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # plotting-backend choice: after matplotlib.use
-    return plt
 
 
 class Annotator:

@@ -171,12 +171,18 @@ DDP_PROBE = Setting(
     "YOLO_DDP_PROBE", "a module name", "",
     "An importable module whose `attach(model, loader, ctx)` is called on every DDP rank (the DDP tests' observer); "
     "unset, nothing is attached.", _module_name)
+CONFIG_DIR = Setting(
+    "YOLOV5_CONFIG_DIR", "path", "",
+    "The settings folder `utils.general.user_config_dir()` and `CONFIG_DIR` name (ultralytics' variable); unset, "
+    "the platform's per-user config folder + `/Ultralytics`. The project itself writes nothing there.",
+    lambda raw: Path(raw).expanduser())
 # Internal: set by the first process that printed the backend notice, so its children (loader workers, DDP ranks)
 # stay quiet. Not a user setting, so not in the table.
 BACKEND_ANNOUNCED = Setting("_YOLO_BACKEND_ANNOUNCED", "0, 1", False, "(internal)", lambda raw: bool(raw))
 
 SETTINGS = (BACKEND, QUIET, FUSED_CIOU, CHANNELS_LAST, NCHW_WEIGHT_GRAD, FUSED_BN_SILU, HOST_MALLOC, LOSS_READBACK,
-            PLOT_PROCESSES, CACHE_DIR, ALLOW_DOWNLOAD_SCRIPTS, DDP_TIMEOUT, DDP_PEER_TIMEOUT, DDP_WATCHDOG, DDP_WATCHDOG_PORT, DDP_PROBE)
+            PLOT_PROCESSES, CACHE_DIR, ALLOW_DOWNLOAD_SCRIPTS, DDP_TIMEOUT, DDP_PEER_TIMEOUT, DDP_WATCHDOG, DDP_WATCHDOG_PORT, DDP_PROBE,
+            CONFIG_DIR)
 
 
 def _shown_default(s):

@@ -30,6 +30,11 @@ class StreamError(UserError):
     pass
 
 
+def clean_str(s):
+    """s with the characters that are unsafe in a file name (|@#!... as ultralytics lists them) replaced by '_'."""
+    return _UNSAFE_NAME_CHARS.sub("_", s)
+
+
 def is_stream_source(source, file_formats=()):
     """True for a camera index, a *.streams list or a URL that is not an image/video file (ultralytics' rule)."""
     s = str(source)
@@ -159,7 +164,7 @@ class LoadStreams:
         self.mode = "stream"
         self.img_size, self.stride, self.vid_stride, self.transforms = img_size, stride, vid_stride, transforms
         srcs = read_sources(sources)
-        self.sources = [_UNSAFE_NAME_CHARS.sub("_", x) for x in srcs]  # names for the saved files
+        self.sources = [clean_str(x) for x in srcs]  # names for the saved files
         self.readers, self.fps, self.frames = [], [], []
         self._cond = threading.Condition()
         n = len(srcs)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from utils.atomic_files import write_text
 from utils.errors import UserError
 
 MAX_FILE_BYTES = 16 << 20  # ImageNet's 1000 class names are 30 KB; no YOLOv5 YAML comes near this
@@ -113,3 +114,16 @@ def describe(v, n=60):
     """A value as an error line shows it: its repr, cut to n characters."""
     s = repr(v)
     return s if len(s) <= n else s[: n - 3] + "..."
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# ultralytics' names (utils.general.yaml_load / yaml_save), for users' scripts
+def yaml_load(file="data.yaml"):
+    """A YAML file's values by the bounded safe reader above (any top level, as ultralytics' yaml_load)."""
+    return read_yaml(file, mapping=False)
+
+
+def yaml_save(file="data.yaml", data=None):
+    """data written as YAML in its own key order, Path values as text; whole or not at all (utils/atomic_files)."""
+    data = {k: str(v) if isinstance(v, Path) else v for k, v in (data or {}).items()}
+    write_text(file, yaml.safe_dump(data, sort_keys=False))

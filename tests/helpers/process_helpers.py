@@ -1,11 +1,22 @@
 """Small helpers for tests that start processes (DDP jobs, watchdog ranks, benchmarks, fresh interpreters)."""
 import os
+import re
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+
+# The run header every entry script prints first, as official (utils/run_header.py): the arguments line, whose
+# `<script>: ` prefix is blue (an error line's prefix is red: that one is never matched here), and the device line
+# with one indented line per further GPU. Only these exact shapes are left out; any other line still counts.
+RUN_HEADER = re.compile(r"\x1b\[34m\x1b\[1m[\w/]+: \x1b\[0m(\w+=.*)?|YOLOv5 🚀 .*|\s+CUDA:\d+ \(.*MiB\)")
+
+
+def without_run_header(text):
+    """text's lines (colours kept) other than the run header's: what a script said beyond its two header lines."""
+    return [ln for ln in text.splitlines() if not RUN_HEADER.fullmatch(ln)]
 
 
 def free_port():

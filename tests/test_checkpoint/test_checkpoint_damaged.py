@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from tests.helpers.process_helpers import without_run_header
 from utils.checkpoint import CheckpointError, load_any, load_checkpoint, read_official_pt
 from utils.checkpoint.records import DAMAGED_REMEDY
 
@@ -58,7 +59,7 @@ def test_entry_scripts_report_a_cut_pt_in_one_line(script, args, cut_pt, coco128
     cmd = [sys.executable, script, *[a.format(w=cut_pt, data=coco128_yaml) for a in args], *extra]
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]
-    lines = [ln for ln in p.stderr.splitlines() if str(cut_pt) in ln]
+    lines = [ln for ln in without_run_header(p.stderr) if str(cut_pt) in ln]  # not the arguments line's weights=
     assert len(lines) == 1 and "truncated" in lines[0] and DAMAGED_REMEDY in lines[0], p.stderr[-3000:]
     assert "persistent_load" not in p.stderr
 

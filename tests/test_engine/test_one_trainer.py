@@ -63,9 +63,9 @@ def test_each_script_reaches_the_one_main_and_the_one_build(module, task, monkey
     class Built(Exception):
         pass
 
-    def main(opt, script):
+    def main(opt, script, callbacks=None):
         seen["script"] = script
-        return real_main(opt, script)
+        return real_main(opt, script, callbacks=callbacks)
 
     def build(opt, hyp, device, dist, task_plugin, options=None):
         seen["task"], seen["options"], seen["opt"] = task_plugin, options, opt

@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 import pytest
 
+from tests.helpers.process_helpers import without_run_header
 from utils.backend import IS_TORCH
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -263,7 +264,7 @@ def test_cli_unavailable_include_says_one_line_and_exports_the_rest(weights_copy
     out = p.stdout + p.stderr
     assert p.returncode == 1, out[-3000:]
     assert (tmp_path / "yolov5n.torchscript").is_file() and not (tmp_path / "yolov5n.engine").exists()
-    lines = [ln for ln in out.splitlines() if "engine" in ln]
+    lines = [ln for ln in without_run_header(out) if "engine" in ln]  # not the arguments line's include=['engine', ..]
     assert len(lines) == 1 and "not available here" in lines[0], out[-3000:]
     assert "Traceback" not in out
 
@@ -294,8 +295,8 @@ def test_oneflow_export_cli_one_line(weights_copy, tmp_path):
     p = _cli(["--weights", str(weights_copy), "--img", str(IMGSZ), "--include", "onnx"], tmp_path, backend="oneflow")
     import re
     # OneFlow's own import-time notices (libibverbs, glog lines such as W20261123 ... CUDA driver) are not ours
-    lines = [ln for ln in p.stderr.splitlines() if ln.strip() and not ln.startswith(("YOLOv5 backend:", "libibverbs"))
-             and not re.match(r"^[IWE]\d{8} ", ln)]
+    lines = [ln for ln in without_run_header(p.stderr) if ln.strip()
+             and not ln.startswith(("YOLOv5 backend:", "libibverbs")) and not re.match(r"^[IWE]\d{8} ", ln)]
     assert p.returncode == 1 and len(lines) == 1 and "YOLO_BACKEND=torch" in lines[0], p.stderr[-3000:]
     assert "Traceback" not in p.stderr and not weights_copy.with_suffix(".onnx").exists()
 

@@ -17,6 +17,7 @@ import cv2
 import numpy as np
 import pytest
 
+from tests.helpers.process_helpers import without_run_header
 from utils.backend import IS_TORCH
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -352,7 +353,7 @@ def test_cli_export_and_detection_val_one_line(exported, tmp_path):
     p = subprocess.run([sys.executable, str(ROOT / "val.py"), "--weights", str(w.with_suffix(".onnx")), "--img",
                         str(SEG_IMG), "--project", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True,
                        env=env, timeout=600)
-    lines = [ln for ln in p.stderr.splitlines() if ln.strip() and not ln.startswith("YOLOv5 backend:")]
+    lines = [ln for ln in without_run_header(p.stderr) if ln.strip() and not ln.startswith("YOLOv5 backend:")]
     assert p.returncode == 1 and len(lines) == 1 and "run it with segment/val.py" in lines[0], p.stderr[-3000:]
 
 

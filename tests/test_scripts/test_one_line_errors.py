@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import yaml
 
+from tests.helpers.process_helpers import without_run_header
 from utils.backend import IS_TORCH
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,9 +107,10 @@ def run_script(args, tmp_path, **env):
 
 def the_error_line(p, prefix):
     """The one error line of a finished script: exit status non-zero, no traceback anywhere, exactly one line that
-    starts with prefix ('<prog>: '), and it is the last thing on stderr (informational lines may come before it)."""
+    starts with prefix ('<prog>: '), and it is the last thing on stderr (informational lines may come before it;
+    the run header's arguments line starts with the same prefix, so it is set aside first)."""
     out = ANSI.sub("", p.stdout + p.stderr)
-    lines = [ln for ln in ANSI.sub("", p.stderr).splitlines() if ln.strip()]
+    lines = [ANSI.sub("", ln) for ln in without_run_header(p.stderr) if ln.strip()]
     assert p.returncode != 0 and "Traceback" not in out, out[-3000:]
     errors = [ln for ln in lines if ln.startswith(prefix)]
     assert len(errors) == 1 and errors[0] == lines[-1], out[-3000:]

@@ -228,5 +228,6 @@ def test_segment_val_task_study_writes_one_row_per_size(tmp_path, monkeypatch):
     rows = np.loadtxt(tmp_path / "study_d_w1.txt")
     assert rows.shape == (11, 15) and rows[0, 0] == 256 and rows[-1, 11] == 1536 + 11
     assert rows[3, 12:].tolist() == [1, 2, 3]
+    assert (tmp_path / "study.png").stat().st_size > 0  # drawn from the files, as official (plot_val_study)
     with pytest.raises(UserError, match="--task nope is not one of"):
         seg_val.main(seg_val.parse_opt(["--task", "nope"]))

@@ -11,7 +11,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CYCLES_TOOL = ROOT.parent / "shared" / "tools" / "import_cycles.py"
 ENTRY_SCRIPTS = {"train.py", "val.py", "detect.py", "export.py", "hubconf.py"}
-FACADES = {"utils.general", "utils.dataloaders"}  # ultralytics-style import paths kept for users
+# ultralytics-style import paths kept for users
+FACADES = {"utils.general", "utils.dataloaders", "utils.segment.general", "utils.segment.dataloaders",
+           "utils.segment.metrics", "utils.segment.augmentations", "utils.activations", "utils.callbacks"}
+PACKAGES = {"utils"}  # placed by its exact name (its __init__): as a prefix it would place every utils module
 
 
 def _library_files():
@@ -56,7 +59,7 @@ def test_facade_still_offers_the_ultralytics_names():
 # ARCHITECTURE.md's layers, top to bottom: a module imports its own layer or lower ones, never a higher one.
 LAYERS = (
     ("entry scripts and facades", ("train", "val", "detect", "export", "hubconf",
-                                   "utils.general", "utils.dataloaders")),
+                                   "utils.general", "utils.dataloaders", "utils")),
     ("engine", ("utils.engine", "utils.evolve")),
     ("tasks", ("utils.tasks",)),
     ("evaluation, inference, export", ("utils.evaluation", "utils.inference", "utils.export", "utils.segment",
@@ -65,8 +68,8 @@ LAYERS = (
         "models", "utils.loss", "utils.metrics", "utils.data", "utils.autoanchor", "utils.autobatch", "utils.plots",
         "utils.plot_jobs", "utils.loggers", "utils.augmentations", "utils.streams", "utils.torch_utils",
         "utils.model_stats", "utils.tta", "utils.precision", "utils.amp_check", "utils.loss_readback",
-        "utils.nms", "utils.iou",
-        "utils.signals", "utils.distributed", "utils.shutdown")),
+        "utils.nms", "utils.iou", "utils.figures", "utils.classifier_output",
+        "utils.signals", "utils.distributed", "utils.shutdown", "utils.device_header", "utils.activations")),
     ("checkpoint records", ("utils.checkpoint",)),
     ("backend", ("utils.backend",)),
     ("framework-free base", ("utils.log", "utils.settings", "utils.errors", "utils.paths", "utils.boxes",
@@ -74,7 +77,8 @@ LAYERS = (
                              "utils.atomic_files", "utils.dataset_config", "utils.archive_extract", "utils.run_lock",
                              "utils.memory_limits", "utils.path_names", "utils.yaml_files", "utils.cli_flags",
                              "utils.child_processes", "utils.evolve_csv", "utils.tiles", "utils.data_folders",
-                             "utils.downloads", "utils.native_build")),
+                             "utils.downloads", "utils.native_build", "utils.run_header", "utils.environment",
+                             "utils.callbacks", "utils.decorators")),
 )
 
 
@@ -83,7 +87,8 @@ def _layer(module):
     best = None
     for i, (_, prefixes) in enumerate(LAYERS):
         for p in prefixes:
-            if (module == p or module.startswith(p + ".")) and (best is None or len(p) > best[1]):
+            within = module.startswith(p + ".") and p not in PACKAGES
+            if (module == p or within) and (best is None or len(p) > best[1]):
                 best = (i, len(p))
     return best and best[0]
 
@@ -121,7 +126,8 @@ def test_layers_run_one_way():
 
 FRAMEWORK_FREE = ("utils.log", "utils.paths", "utils.boxes", "utils.img_size", "utils.errors", "utils.iou_math",
                   "utils.optimizer_layout", "utils.checkpoint", "utils.signals", "utils.dataset_config",
-                  "utils.backend_choice", "utils.cli_flags")
+                  "utils.backend_choice", "utils.cli_flags", "utils.run_header", "utils", "utils.environment",
+                  "utils.callbacks", "utils.decorators")
 
 
 def test_framework_free_modules_load_no_framework():

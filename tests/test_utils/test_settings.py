@@ -57,6 +57,7 @@ GOOD_AND_BAD = {
     "YOLO_LOSS_READBACK": ({"1": 1, "25": 25}, ("0", "-3", "often", "2.5")),
     "YOLO_PLOT_PROCESSES": ({"0": False, "1": True}, ("no", "off", "2")),
     "YOLO_CACHE_DIR": ({"/tmp/c": Path("/tmp/c"), "~/c": Path.home() / "c"}, ()),  # any path
+    "YOLOV5_CONFIG_DIR": ({"/tmp/c": Path("/tmp/c"), "~/c": Path.home() / "c"}, ()),  # any path
     "YOLO_ALLOW_DOWNLOAD_SCRIPTS": ({"1": True, "0": False}, ("yes", "true")),
     "YOLO_DDP_TIMEOUT": ({"90": 90.0, "1.5": 1.5}, ("abc", "0", "-5", "nan", "inf")),
     "YOLO_DDP_PEER_TIMEOUT": ({"60": 60.0}, ("abc", "0", "1e999")),

@@ -15,6 +15,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from utils.augmentations import IMAGENET_MEAN, IMAGENET_STD, center_crop, classify_transform  # noqa: F401
 from utils.backend import from_numpy, torch
 from utils.classify.augment import train_transform
 from utils.classify.errors import ClassificationDataError
@@ -23,12 +24,11 @@ from utils.classify.folders import (IMG_EXTENSIONS, find_classes, image_folder_s
 from utils.classify.npy_cache import NpyImageCache
 from utils.data.files import NotRegularFileError, open_regular_file
 from utils.data.loader import make_loader
+from utils.distributed import DistContext
 
 __all__ = ("IMG_EXTENSIONS", "ClassificationDataError", "ClassificationDataset", "find_classes",
            "image_folder_samples", "read_image", "training_loader", "create_classification_dataloader")
 
-IMAGENET_MEAN = 0.485, 0.456, 0.406  # RGB
-IMAGENET_STD = 0.229, 0.224, 0.225
 CACHE_CHOICES = (None, False, True, "ram", "disk")
 
 
@@ -54,37 +54,21 @@ def read_image(f):
     return im
 
 
-def center_crop(im, size):
-    """The centred square of side min(h, w), resized to size x size (or (h, w)) with cv2 INTER_LINEAR."""
-    h, w = (size, size) if isinstance(size, int) else size
-    imh, imw = im.shape[:2]
-    m = min(imh, imw)
-    top, left = (imh - m) // 2, (imw - m) // 2
-    return cv2.resize(im[top:top + m, left:left + m], (w, h), interpolation=cv2.INTER_LINEAR)
-
-
-def classify_transform(im, size):
-    """BGR uint8 HWC -> normalized float32 CHW RGB (the official eval transforms)."""
-    x = center_crop(im, size)[:, :, ::-1].transpose(2, 0, 1).astype(np.float32) / np.float32(255.0)
-    mean = np.array(IMAGENET_MEAN, np.float32).reshape(3, 1, 1)
-    std = np.array(IMAGENET_STD, np.float32).reshape(3, 1, 1)
-    return np.ascontiguousarray((x - mean) / std)
-
-
 def center_crop_uint8(im, size):
     """BGR uint8 HWC -> the evaluation crop as RGB uint8 CHW (classify_transform before its /255 and mean/std)."""
     return np.ascontiguousarray(center_crop(im, size)[:, :, ::-1].transpose(2, 0, 1))
 
 
 class ClassificationDataset(torch.utils.data.Dataset):
-    """Items (image, class index). The image is CHW float32 normalised (evaluation transforms), or with raw=True
-    RGB uint8 CHW for the trainer (augment: the training transforms, else the evaluation crop).
+    """Items (image, class index). The image is CHW float32 normalised (the training transforms with augment, else
+    the evaluation ones), or with raw=True RGB uint8 CHW before normalisation, for the trainer.
+    Positional arguments in official order: (root, augment, imgsz, cache).
     classes: the run's one class list (the training split's folders, or a model's names), which root's folders are
     matched to by name (utils/classify/folders.py), `source` saying where it comes from; None: root's own folders.
     cache: 'ram' (or True) keeps decoded images in memory; 'disk' keeps a keyed .npy per image
     (utils/classify/npy_cache.py)."""
 
-    def __init__(self, root, imgsz=224, augment=False, cache=False, raw=False, classes=None, source=None):
+    def __init__(self, root, augment=False, imgsz=224, cache=False, raw=False, classes=None, source=None):
         self.root = Path(root)
         if classes is None:
             self.classes = find_classes(self.root)
@@ -94,7 +78,7 @@ class ClassificationDataset(torch.utils.data.Dataset):
             warn_missing_classes(self.root, missing_class_folders(self.root, self.classes, source), source)
         self.samples = image_folder_samples(self.root, self.classes)
         self.imgsz = imgsz
-        self.augment, self.raw = bool(augment), bool(raw or augment)
+        self.augment, self.raw = bool(augment), bool(raw)
         if cache not in CACHE_CHOICES:
             raise ClassificationDataError(f"--cache {cache}: give ram or disk (or leave --cache out)")
         self.cache_ram = cache is True or cache == "ram"
@@ -120,10 +104,18 @@ class ClassificationDataset(torch.utils.data.Dataset):
         f, j = self.samples[i]
         im = self.load_image(i)
         if self.augment:
-            return train_transform(im, self.imgsz), j
+            im = train_transform(im, self.imgsz)
+            return (im if self.raw else normalize_uint8(im)), j
         if self.raw:
             return center_crop_uint8(im, self.imgsz), j
         return classify_transform(im, self.imgsz), j
+
+
+def normalize_uint8(im):
+    """RGB uint8 CHW -> the normalised float32 CHW classify_transform makes (/255, ImageNet mean and std)."""
+    mean = np.array(IMAGENET_MEAN, np.float32).reshape(3, 1, 1)
+    std = np.array(IMAGENET_STD, np.float32).reshape(3, 1, 1)
+    return (im.astype(np.float32) / np.float32(255.0) - mean) / std
 
 
 def collate_classification(batch):
@@ -167,9 +159,11 @@ def training_loader(path, imgsz=224, batch_size=64, augment=False, cache=False, 
     return loader, dataset
 
 
-def create_classification_dataloader(path, imgsz=224, batch_size=16, augment=False, cache=False, rank=-1, workers=8,
-                                     shuffle=False, seed=0, classes=None, source=None):
+def create_classification_dataloader(path, imgsz=224, batch_size=16, augment=True, cache=False, rank=-1, workers=8,
+                                     shuffle=True, seed=0, classes=None, source=None):
+    """Official's loader of normalised (images, class indices) batches, with its defaults (augment, shuffle). rank:
+    -1 one process, else this process's share of the launcher's job (official SmartDistributedSampler's role)."""
     dataset = ClassificationDataset(path, imgsz=imgsz, augment=augment, cache=cache, classes=classes, source=source)
-    loader = make_loader(dataset, batch_size, workers=workers, shuffle=shuffle, seed=seed,
-                         collate=collate_classification)
-    return loader
+    dist = DistContext() if rank == -1 else DistContext.from_env()
+    return make_loader(dataset, batch_size, workers=workers, shuffle=shuffle, seed=seed, rank=dist.rank,
+                       world_size=dist.world_size, collate=collate_classification)

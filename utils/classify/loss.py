@@ -1,5 +1,5 @@
 """The classification loss of ultralytics' classify/train.py: cross-entropy with label smoothing, the batch mean."""
-from utils.backend import nn
+from utils.classifier_output import smartCrossEntropyLoss
 
 
 class ClassificationLoss:
@@ -10,7 +10,7 @@ class ClassificationLoss:
 
     def __init__(self, label_smoothing=0.0, world_size=1):
         # both frameworks' CrossEntropyLoss take label_smoothing (OneFlow 0.9.0 included; tests/test_classify)
-        self.criterion = nn.CrossEntropyLoss(label_smoothing=float(label_smoothing))
+        self.criterion = smartCrossEntropyLoss(label_smoothing)
         self.world_size = max(int(world_size), 1)
 
     def __call__(self, logits, labels):

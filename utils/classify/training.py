@@ -12,9 +12,10 @@ build_training() calls these through the CLASSIFY task's trainer steps (utils/ta
 from pathlib import Path
 
 from models.experimental import attempt_load
-from models.tasks import ClassificationModel, Classify
+from models.tasks import ClassificationModel
 from models.yolo import DetectionModel
 from utils.backend import nn
+from utils.classifier_output import reshape_classifier_output
 from utils.classify.dataset import ClassificationDataError, find_classes
 from utils.classify.folders import missing_class_folders, quoted
 from utils.errors import TrainingError
@@ -114,14 +115,6 @@ def _checkpoint_classifier(name, nc, cutoff):
                             "detection model.")
     reshape_classifier_output(model, nc)
     return model
-
-
-def reshape_classifier_output(model, nc):
-    """A Classify head with another class count gets a new linear layer for nc classes (official)."""
-    head = model.model[-1]
-    if isinstance(head, Classify) and head.linear.out_features != nc:
-        head.linear = nn.Linear(head.linear.in_features, nc)
-    model.nc = nc
 
 
 def recorded_options(flags):

@@ -1,4 +1,7 @@
-"""create_dataloader: the dataset, its sampler and the DataLoader, as ultralytics' function of that name builds them."""
+"""create_dataloader: the dataset, its sampler and the DataLoader, as ultralytics' function of that name builds them.
+
+Official's loader names for users' code: InfiniteDataLoader (a DataLoader whose workers live across epochs, what
+make_loader's persistent workers do), SmartDistributedSampler (utils/data/sampler.py) and PIN_MEMORY."""
 import os
 
 import cv2
@@ -10,6 +13,10 @@ from utils.data.files import WARN
 from utils.data.sampler import SeedWorker, YoloSampler
 from utils.distributed import DistContext
 from utils.log import LOGGER
+
+# Whether this project's loaders pin batches: only with CUDA, where the trainer's non_blocking copy to the GPU
+# overlaps the host (official: the PIN_MEMORY variable, default true; on a CPU-only machine pinning is only a copy)
+PIN_MEMORY = cuda_available()
 
 
 def create_dataloader(path, imgsz, batch_size, stride, single_cls=False, hyp=None, augment=False, cache=None, pad=0.0,
@@ -54,5 +61,15 @@ def make_loader(dataset, batch_size, workers=8, shuffle=False, seed=0, rank=0, w
     # Pinned batches let the trainer's non_blocking copy to the GPU overlap the host (official pins too); on a
     # CPU-only machine pinning is only a copy, so it is off there.
     return torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=nw,
-                                       pin_memory=cuda_available(), drop_last=False,
+                                       pin_memory=PIN_MEMORY, drop_last=False,
                                        collate_fn=collate or (collate_quad if quad else collate_fn), **kwargs)
+
+
+class InfiniteDataLoader(torch.utils.data.DataLoader):
+    """Official's DataLoader that reuses its workers from epoch to epoch; same arguments as a DataLoader. Persistent
+    workers do that (official wraps the batch sampler in one endless iterator instead): no fork per epoch."""
+
+    def __init__(self, *args, **kwargs):
+        if kwargs.get("num_workers", 0) > 0:
+            kwargs.setdefault("persistent_workers", True)
+        super().__init__(*args, **kwargs)

@@ -4,7 +4,10 @@ An image or video that cannot be read (damaged, over OpenCV's pixel limit, a nam
 OpenCV's video reader) raises FileNotFoundError with one line saying why, after the iterator has moved past it,
 so detect.py reports it and goes on with the next file (utils/inference/sources.ReadableFrames). Only regular files
 are read: a FIFO, socket or device named like an image or video is skipped with a warning when listed, refused in
-one line when read (utils/data/files.py), never opened to block."""
+one line when read (utils/data/files.py), never opened to block.
+
+LoadScreenshots, official's screen-capture source, is here by name only: screen capture is not supported, and
+making one says so in one line (the StreamError a 'screen' --source gets from utils/streams.py)."""
 import glob
 import os
 from pathlib import Path
@@ -15,6 +18,7 @@ import numpy as np
 from utils.augmentations import letterbox
 from utils.data.files import (IMG_FORMATS, VID_FORMATS, NotRegularFileError, drop_special_files, open_regular_file,
                               special_file_kind)
+from utils.streams import StreamError
 
 
 class LoadImages:
@@ -143,3 +147,12 @@ def read_image(path, flags=cv2.IMREAD_COLOR):
     if im is None:
         raise FileNotFoundError(f"Image Not Found {path} (not an image OpenCV can decode, or damaged)")
     return im
+
+
+class LoadScreenshots:
+    """Official's screen-capture source (source = 'screen [number] [left top width height]'). This project reads no
+    screen (no mss, no display on its machines): making one raises StreamError, a one-line UserError."""
+
+    def __init__(self, source, img_size=640, stride=32, auto=True, transforms=None):
+        raise StreamError(f"LoadScreenshots({source!r}): screen capture is not supported here; read a file, folder, "
+                          "camera index or stream URL with LoadImages or LoadStreams instead")

@@ -6,6 +6,7 @@ import numpy as np
 
 from utils.backend import torch
 from utils.child_processes import end_with_parent
+from utils.distributed import DistContext
 
 
 def rank_share(n, world_size, rank, seed=0, batch_size=None):
@@ -61,6 +62,24 @@ class YoloSampler(torch.utils.data.Sampler):
 
     def __len__(self):
         return self.num_samples
+
+
+class SmartDistributedSampler(YoloSampler):
+    """Official's DDP sampler, by its constructor (DistributedSampler's): each rank a fixed share of the dataset,
+    shuffled per (seed, epoch), every rank the same length (drop_last: cut to the shortest share instead of padded).
+    num_replicas, rank: default the launcher's (WORLD_SIZE, RANK), as DistributedSampler takes the process group's."""
+
+    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
+        env = DistContext.from_env()
+        world = env.world_size if num_replicas is None else int(num_replicas)
+        super().__init__(dataset, shuffle=shuffle, seed=seed, rank=env.rank if rank is None else rank,
+                         world_size=world)
+        self.drop_last = bool(drop_last)
+        if self.drop_last:
+            self.num_samples = len(dataset) // max(world, 1)
+
+    def __iter__(self):
+        return iter(list(super().__iter__())[:self.num_samples])
 
 
 class SeedWorker:

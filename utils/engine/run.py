@@ -14,10 +14,13 @@ from typing import Callable, Optional, Tuple
 from utils import signals
 from utils.checkpoint.run_options import CONSENT_OPTIONS, without_consent
 from utils.distributed import DistContext, process_group
+from utils.device_header import log_device
 from utils.distributed.launch import LaunchOptions, training_device
 from utils.engine.build import build_training
 from utils.engine.errors import TrainingError
 from utils.engine.hooks import default_hooks
+from utils.engine.user_callbacks import UserCallbacksHook
+from utils.run_header import log_args
 from utils.engine.hyp import load_hyp
 from utils.engine.loop import TrainLoop
 from utils.engine.parts import RunOptions
@@ -46,10 +49,12 @@ class TrainScript:
     after_training: Optional[Callable] = None  # options -> None, on the main process once the run has finished
 
 
-def main(opt, script):
+def main(opt, script, callbacks=None):
     """Train (or --evolve) with opt, the options of script (a TrainScript). Returns train()'s results (None under
-    --evolve)."""
+    --evolve). callbacks: a user's utils.callbacks.Callbacks, called at the training events (user_callbacks.py)."""
     dist = DistContext.from_env()  # who this process is, decided once here and passed down
+    if dist.is_main:  # official: the script's arguments line first, on rank 0 only, before --resume reads anything
+        log_args(f"{Path(script.name).with_suffix('').as_posix()}: ", vars(opt))
     process_seed(opt.seed, dist)  # a --seed numpy cannot take stops here, before any folder is made
     evolving = bool(vars(opt).get("evolve"))
     if opt.resume and not evolving:
@@ -63,16 +68,18 @@ def main(opt, script):
     launch = LaunchOptions(device=opt.device, batch_size=opt.batch_size, sync_bn=options.sync_bn,
                            evolve=options.evolve, image_weights=options.image_weights)
     device = training_device(launch, dist)  # launch checks, and this rank's GPU under DDP
+    if dist.is_main:  # official select_device's 'YOLOv5 🚀 ...' line, once (its other ranks log at ERROR only)
+        log_device(device, launch.device)
     process_group.start(dist, device)  # DDP: process group with its timeout (YOLO_DDP_TIMEOUT), the rank's watchdog
     if dist.distributed:  # a rank stopped by Ctrl-C/SIGTERM is not a crash: its peers got the signal too (launchers
         signals.on_stop(process_group.finish)  # forward it) and stop on their own; their watchdogs must not fail them
     task = script.task_for(opt)
     hyp = vars(opt).get("hyp")  # a --hyp path (a script without --hyp: its task's hyperparameters step reads flags)
     if evolving:
-        evolve(load_hyp(hyp), opt, device, functools.partial(train, dist=dist, task_plugin=task),
+        evolve(load_hyp(hyp), opt, device, functools.partial(train, dist=dist, task_plugin=task, callbacks=callbacks),
                columns=EvolveColumns.of(task), script=script.name)
         return None
-    results = train(hyp, opt, device, dist, task_plugin=task, options=options)
+    results = train(hyp, opt, device, dist, task_plugin=task, options=options, callbacks=callbacks)
     process_group.finish()  # a goodbye to the peers' watchdogs: this rank's exit from here on is not a crash
     if dist.is_main and script.after_training is not None:
         script.after_training(opt)
@@ -140,17 +147,19 @@ def _resumable(ckpt, saved, model_kind):
     return str(model.get("class", "") if hasattr(model, "get") else "").endswith(model_kind)
 
 
-def train(hyp, opt, device, dist=None, task_plugin=DETECT, options=None):
+def train(hyp, opt, device, dist=None, task_plugin=DETECT, options=None, callbacks=None):
     """Train once; returns the task's final results row (detection: P, R, mAP50, mAP50-95, val box, obj, cls; zeros
     on DDP ranks other than 0). dist: this process's DistContext (a single process when None); task_plugin: the
     utils.tasks.Task trained; options: the script's RunOptions (None: train.py's, from opt). The process that writes
     the run folder (DDP: rank 0; the other ranks never write there) locks it first, before anything in it changes: a
-    second run into a live folder stops in one line (utils/run_lock.py)."""
+    second run into a live folder stops in one line (utils/run_lock.py). callbacks: a user's Callbacks, called on the
+    main process after the run's own hooks (utils/engine/user_callbacks.py)."""
     dist = dist or DistContext()
     with hold_run_folder(opt.save_dir) if dist.is_main else contextlib.nullcontext():
         parts = build_training(opt, hyp, device, dist, task_plugin, options=options)
         try:
-            return TrainLoop(parts, default_hooks(parts)).train()
+            user = [UserCallbacksHook(callbacks)] if callbacks is not None and dist.is_main else []
+            return TrainLoop(parts, default_hooks(parts) + user).train()
         finally:
             parts.plots.close()  # a failed or stopped run still leaves whole plot files, not half-written ones
             for loader in (parts.train_loader, parts.val_loader):

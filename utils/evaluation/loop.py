@@ -28,7 +28,7 @@ def validation_pass(model, dataloader, steps, desc=None, progress=True):
     """Every batch of dataloader through steps (module docstring), each stage timed. desc: the progress bar's text
     (the table header); progress=False: no bar (the classification trainer's epochs). Returns the (pre-process,
     inference, post-process) Profiles."""
-    profiles = Profile(steps.device), Profile(steps.device), Profile(steps.device)
+    profiles = Profile(device=steps.device), Profile(device=steps.device), Profile(device=steps.device)
     for batch_i, batch in enumerate(tqdm(dataloader, desc=desc, bar_format=TQDM_BAR_FORMAT, disable=not progress)):
         signals.check()  # a safe point: Ctrl-C / SIGTERM stop here, never inside the framework
         with profiles[0]:

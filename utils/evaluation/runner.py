@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from utils.backend import is_cuda, select_device
+from utils.figures import plot_val_study
 from utils.dataset_config import check_dataset
 from utils.errors import UserError
 from utils.evaluation.coco_json import CocoPredictions
@@ -113,4 +114,5 @@ def speed_or_study(opt, run):
             rows.append(tuple(r) + tuple(t))
         np.savetxt(f, rows, fmt="%10.4g")
         LOGGER.info(f"Study results saved to {f}")
+    plot_val_study(file=f, x=STUDY_SIZES)  # study.png beside the files, as official: mAP50-95 against ms per image
     return True

@@ -33,7 +33,7 @@ def run_sliced_validation(sliced, dataset, evaluator, progress=True):
     """Every image of dataset (its im_files and labels) through sliced (a SlicedPredictor), scored by evaluator.
     Returns ((P, R, mAP50, mAP50-95, 0, 0, 0), per-class mAP50-95, (0, inference, merge) ms per image): what val.run
     returns (no losses: the tiles are not the labels' images)."""
-    prof = Profile(sliced.device), Profile(sliced.device)
+    prof = Profile(device=sliced.device), Profile(device=sliced.device)
     files = list(dataset.im_files)
     it = tqdm(range(len(files)), desc=TABLE_HEADER, bar_format="{l_bar}{bar:10}{r_bar}") if progress \
         else range(len(files))

@@ -42,6 +42,14 @@ def label_lines(det, im0_shape, save_conf=False, save_format=YOLO_FORMAT):
     return lines
 
 
+def save_one_txt(predn, save_conf, shape, file):
+    """val.py --save-txt's file for one image: predn's rows as YOLO label lines; no detections, no file (as
+    ultralytics, which appends to the file instead of writing it whole)."""
+    lines = label_lines(predn, shape, save_conf)
+    if lines:
+        write_text(file, "".join(line + "\n" for line in lines))
+
+
 class RunLabelFiles:
     """The per-image label files one validation run (val.py, segment/val.py --save-txt) writes into folder as
     <stem>.txt, each written whole (detect.py's are: utils/inference/outputs.py):

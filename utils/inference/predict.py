@@ -49,7 +49,7 @@ def predict_source(model, dataset, writer, stream=False):
     """model: a DetectMultiBackend; dataset: what utils.inference.sources.open_source returns (stream tells which),
     or a LoadImages / LoadStreams with the task's transforms; writer: the task's writer (module docstring).
     Returns (images seen, the (pre-process, inference, post-process) Profiles, unreadable images skipped)."""
-    profiles = Profile(model.device), Profile(model.device), Profile(model.device)
+    profiles = Profile(device=model.device), Profile(device=model.device), Profile(device=model.device)
     frames, seen = ReadableFrames(dataset), 0
     signals.describe_on_disk(lambda: f"{writer.save_dir} holds the results of the {seen} images done so far")
     for path, im, im0s, vid_cap, s in frames:

@@ -9,8 +9,8 @@ class Profile:
     queued device work at both ends, because CUDA and OneFlow run asynchronously: without the wait the time would
     land in whichever later stage first reads a result."""
 
-    def __init__(self, device=None):
-        self.t, self.dt, self.device = 0.0, 0.0, device
+    def __init__(self, t=0.0, device=None):
+        self.t, self.dt, self.device = t, 0.0, device
 
     def __enter__(self):
         wait_for_work(self.device)

@@ -246,3 +246,6 @@ def _restore_process_hooks(saved):
     for sig, handler in handlers.items():
         if handler is not None and signal.getsignal(sig) is not handler:
             signal.signal(sig, handler)
+
+
+from utils.loggers.generic import GenericLogger  # noqa: E402  (ultralytics users import it from here)

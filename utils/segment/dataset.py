@@ -139,10 +139,11 @@ def collate_with_masks(batch):
 def create_seg_dataloader(path, imgsz, batch_size, stride, single_cls=False, hyp=None, augment=False, cache=None,
                           pad=0.0, rect=False, workers=8, prefix="", shuffle=False, seed=0, nc=None,
                           overlap_mask=False, mask_downsample_ratio=1, dist=None, rank=-1, image_weights=False,
-                          quad=False):
+                          quad=False, dataset_class=None):
     """(loader, dataset) of the polygon dataset; batches (imgs uint8, targets, paths, shapes, masks). The arguments
     of utils.data.loader.create_dataloader (Task.build_dataloader's), plus the mask layout (overlap_mask) and the
-    mask downsample ratio (--mask-ratio)."""
+    mask downsample ratio (--mask-ratio). dataset_class: a LoadImagesAndSegments subclass to build (the official
+    import path's LoadImagesAndLabelsAndMasks, utils/segment/dataloaders.py), called with these keywords."""
     if quad:
         raise SegmentOptionError("--quad is not available for segmentation (official segment/train.py --quad fails: "
                                  "detection's quad collate cannot take the masks); train without --quad.")
@@ -151,11 +152,10 @@ def create_seg_dataloader(path, imgsz, batch_size, stride, single_cls=False, hyp
     if rect and shuffle:
         LOGGER.warning(f"{prefix}WARNING ⚠️ --rect is incompatible with DataLoader shuffle, setting shuffle=False")
         shuffle = False
-    dataset = LoadImagesAndSegments(path, imgsz, batch_size, augment=augment, hyp=hyp, rect=rect,
-                                    image_weights=image_weights,
-                                    cache_images=cache, single_cls=single_cls, stride=int(stride), pad=pad,
-                                    prefix=prefix, rank=dist.rank, world_size=dist.world_size, seed=seed,
-                                    shuffle=shuffle, downsample_ratio=mask_downsample_ratio, overlap=overlap_mask)
+    dataset = (dataset_class or LoadImagesAndSegments)(
+        path, imgsz, batch_size, augment=augment, hyp=hyp, rect=rect, image_weights=image_weights, cache_images=cache,
+        single_cls=single_cls, stride=int(stride), pad=pad, prefix=prefix, rank=dist.rank, world_size=dist.world_size,
+        seed=seed, shuffle=shuffle, downsample_ratio=mask_downsample_ratio, overlap=overlap_mask)
     if nc is not None:
         dataset.check_classes(nc)
     loader = make_loader(dataset, batch_size, workers=workers, shuffle=shuffle, seed=seed, rank=dist.rank,

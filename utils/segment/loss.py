@@ -16,10 +16,10 @@ at most three cells can carry a match (see _three_slots), so a target has 27 can
 anchors, not 45; and the BCE is never materialised (see _mask_loss).
 """
 from utils.backend import F, torch
-from utils.loss import ComputeLoss
+from utils.loss import ComputeLoss as DetectionLoss
 
 
-class SegmentationLoss(ComputeLoss):
+class SegmentationLoss(DetectionLoss):
     """ComputeLoss(model, overlap=...)((maps, protos), targets, masks) -> (loss * batch size, (box, seg, obj, cls)).
 
     masks: the loader's masks, (bs, h, w) overlap images (pixel value i + 1 = the image's i-th target) or
@@ -139,3 +139,6 @@ class SegmentationLoss(ComputeLoss):
         per_image = w.sum(1) @ onehot  # (nl, bs) matches of each image at each level
         scale = 1.0 / per_image.clamp(min=1.0) @ onehot.t()  # (nl, nt): one over the target's image's count
         return (per_match * w * scale.view(nl, 1, nt)).sum().view(1)
+
+
+ComputeLoss = SegmentationLoss  # ultralytics' name here: `from utils.segment.loss import ComputeLoss` is this loss

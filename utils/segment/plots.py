@@ -1,10 +1,16 @@
 """Batch mosaics with masks (train_batch*.jpg of segment/train.py, val_batch*_{labels,pred}.jpg of segment/val.py and
 the trainer's validation): each instance's mask tinted in its class colour onto the picture (60 % colour, as
-official), then the boxes drawn by utils.plots.plot_images."""
+official), then the boxes drawn by utils.plots.plot_images.
+
+Also ultralytics' import path for users' `from utils.segment.plots import plot_images_and_masks,
+plot_results_with_masks` (library code imports this module for plot_images_and_masks itself):
+
+    utils/plots.py   plot_results (here plot_results_with_masks: a segment/train.py results.csv's 16 panels)
+"""
 import cv2
 import numpy as np
 
-from utils.plots import colors, images_as_drawn, plot_images
+from utils.plots import colors, images_as_drawn, plot_images, plot_results
 
 
 def tint_masks(images, targets, masks, overlap, alpha=0.6, conf_thres=0.25):
@@ -34,8 +40,31 @@ def tint_masks(images, targets, masks, overlap, alpha=0.6, conf_thres=0.25):
     return images
 
 
-def plot_images_and_masks(images, targets, paths=None, fname="images.jpg", masks=None, names=None, overlap=True):
+def _host(x):
+    if x is None or isinstance(x, np.ndarray):
+        return x
+    from utils.backend import to_numpy  # framework choice: a plot process forked before it draws numpy only
+    return to_numpy(x)
+
+
+def plot_images_and_masks(images, targets, paths=None, fname=None, masks=None, names=None, overlap=None):
     """plot_images with the instances' masks tinted in: Task.plot_batch of segmentation (masks: the batch's, in
-    the loader's layout, overlap or one per target)."""
+    the loader's layout, overlap or one per target), into fname (default images.jpg).
+
+    The official call, plot_images_and_masks(images, targets, masks, paths, fname, names) from a copied
+    segment/train.py or val.py, works too: its third argument is an array (paths never are), and then overlap
+    images are told apart as official tells them, by a pixel value over 1."""
+    if hasattr(paths, "shape"):  # the official order: masks third, then the paths and the file name
+        masks, paths, fname = paths, fname, masks
+    masks, targets = _host(masks), _host(targets)
+    if overlap is None:
+        overlap = masks is not None and masks.size > 0 and masks.max() > 1
     images = images_as_drawn(images)
-    return plot_images(tint_masks(images, np.asarray(targets), masks, overlap), targets, paths, fname, names)
+    return plot_images(tint_masks(images, np.asarray(targets), masks, overlap), targets, paths,
+                       "images.jpg" if fname is None else fname, names)
+
+
+def plot_results_with_masks(file="path/to/results.csv", dir="", best=True):
+    """results.png beside a segment/train.py results.csv (or in dir): the 16 loss and metric panels, a red star on
+    the best epoch (best=False: the last one). Returns the panel titles."""
+    return plot_results(file, dir, best)
