@@ -209,10 +209,12 @@ def profile(input, ops, n=10, device=None):
     return rows
 
 
-def model_info(model, verbose=False, imgsz=640):
-    """Log the official summary line ('YOLOv5n summary: 214 layers, ... GFLOPs'); the counting lives in
-    utils.model_stats (shared with models/yolo.py)."""
-    LOGGER.info(model_summary(model, img_size=imgsz, verbose=verbose))
+def model_info(model, detailed=False, verbose=True, imgsz=640):
+    """Log the official summary line ('YOLOv5n summary: 214 layers, ... GFLOPs'), after a line per layer when
+    detailed; nothing when not verbose (ultralytics' arguments). The counting lives in utils.model_stats (shared with
+    models/yolo.py)."""
+    if verbose:
+        LOGGER.info(model_summary(model, img_size=imgsz, verbose=detailed))
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -321,3 +321,14 @@ def test_each_task_module_offers_its_own_loss_under_the_official_name():
     from utils.loss import ComputeLoss as detection_loss
     from utils.segment.loss import ComputeLoss as segment_loss, SegmentationLoss
     assert segment_loss is SegmentationLoss and segment_loss is not detection_loss
+
+
+def test_benchmarks_script_names_from_import_benchmarks():
+    """`import benchmarks` finds the benchmarks/ package (its scripts import as benchmarks.speed, ...); the
+    official script's run/parse_opt/main still come from it, as `benchmarks.run(weights=...)` is called."""
+    import benchmarks
+    import benchmarks.speed  # noqa: F401  (the package's own modules still import)
+    assert callable(benchmarks.run) and benchmarks.main.__module__ == "_benchmarks_script"  # from benchmarks.py
+    assert benchmarks.parse_opt(["--weights", "x.pt", "--img", "320"]).weights == "x.pt"
+    with pytest.raises(AttributeError):
+        benchmarks.not_a_name  # noqa: B018

@@ -45,8 +45,8 @@ class LoadImagesAndLabels(MosaicMixin, torch.utils.data.Dataset):
     collate_fn4 = staticmethod(collate_quad)
 
     def __init__(self, path, img_size=640, batch_size=16, augment=False, hyp=None, rect=False, image_weights=False,
-                 cache_images=False, single_cls=False, stride=32, pad=0.0, min_items=0, prefix="", rank=0,
-                 world_size=1, seed=0, shuffle=True):
+                 cache_images=False, single_cls=False, stride=32, pad=0.0, min_items=0, prefix="", rank=0, seed=0,
+                 world_size=1, shuffle=True):  # official's positional order up to seed; this project's after it
         self.img_size = img_size
         self.augment = augment
         self.hyp = hyp or {}

@@ -153,10 +153,10 @@ def masks2segments(masks, strategy="largest"):
     return out
 
 
-def scale_segments(img1_shape, segment, img0_shape, ratio_pad=None, normalize=False):
+def scale_segments(img1_shape, segments, img0_shape, ratio_pad=None, normalize=False):
     """A polygon (k, 2) in pixels of an input of size img1_shape -> pixels (or 0-1 with normalize) of the original
-    image of size img0_shape, clipped to it."""
-    s = np.asarray(segment, np.float32).copy()
+    image of size img0_shape, clipped to it (`segments`: ultralytics' name for the one polygon)."""
+    s = np.asarray(segments, np.float32).copy()
     if ratio_pad is None:
         gain = min(img1_shape[0] / img0_shape[0], img1_shape[1] / img0_shape[1])
         pad = (img1_shape[1] - img0_shape[1] * gain) / 2, (img1_shape[0] - img0_shape[0] * gain) / 2
