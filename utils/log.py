@@ -2,6 +2,7 @@
 notices. No framework import: the many modules that only log load neither PyTorch nor OneFlow through here."""
 import logging
 import platform
+import sys
 
 
 def printable(text):
@@ -26,11 +27,22 @@ class _PrintableMessages(logging.Filter):
         return True
 
 
+class _BelowErrors(logging.Filter):
+    def filter(self, record):
+        return record.levelno < logging.ERROR
+
+
+# The run's log on stdout, as the official scripts write it (through the ultralytics package's logger), so that
+# `python train.py ... > train.log` or `| tee` keeps it; error lines (a run that stops) on stderr, where a terminal
+# still shows them when stdout goes to a file.
 LOGGER = logging.getLogger("yolov5")
 if not LOGGER.handlers:
-    _handler = logging.StreamHandler()
-    _handler.setFormatter(logging.Formatter("%(message)s"))
-    LOGGER.addHandler(_handler)
+    _out, _err = logging.StreamHandler(sys.stdout), logging.StreamHandler(sys.stderr)
+    _out.addFilter(_BelowErrors())
+    _err.setLevel(logging.ERROR)
+    for _handler in (_out, _err):
+        _handler.setFormatter(logging.Formatter("%(message)s"))
+        LOGGER.addHandler(_handler)
     LOGGER.setLevel(logging.INFO)
     LOGGER.propagate = False
     LOGGER.addFilter(_PrintableMessages())

@@ -257,9 +257,10 @@ class Run:
         return next((p for n, p in self.writes if n == k), None) if k else None
 
     def error_lines(self):
-        """The lines of the output that report an error (the last non-empty line of stderr, ANSI colours off)."""
+        """The lines of the output that may report a failure, ANSI colours off: stderr's (the error that stops a run)
+        and stdout's (the log, where a warning about an optional output goes, as in the official scripts)."""
         import re
-        lines = [re.sub(r"\x1b\[[0-9;]*m", "", x).strip() for x in self.stderr.splitlines()]
+        lines = [re.sub(r"\x1b\[[0-9;]*m", "", x).strip() for x in (self.stderr + "\n" + self.stdout).splitlines()]
         return [x for x in lines if x]
 
     def describe(self):

@@ -332,3 +332,19 @@ def test_benchmarks_script_names_from_import_benchmarks():
     assert benchmarks.parse_opt(["--weights", "x.pt", "--img", "320"]).weights == "x.pt"
     with pytest.raises(AttributeError):
         benchmarks.not_a_name  # noqa: B018
+
+
+def test_the_log_goes_to_stdout_and_the_stopping_error_to_stderr(tmp_path):
+    """As the official scripts log now (the ultralytics package's logger writes to stdout): info and warnings on
+    stdout, so `| tee log` keeps them; the one line that stops a run on stderr."""
+    import subprocess
+    import sys
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "YOLO_QUIET": "1"}
+    code = "from utils.log import LOGGER; LOGGER.info('i'); LOGGER.warning('w'); LOGGER.error('e')"
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env, timeout=60)
+    assert (p.stdout, p.stderr) == ("i\nw\n", "e\n")
+    p = subprocess.run([sys.executable, "val.py", "--task", "nope", "--project", str(tmp_path)], cwd=ROOT,
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 1 and "\x1b[34m\x1b[1mval: \x1b[0mdata=" in p.stdout  # the arguments line
+    errors = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(errors) == 1 and "--task nope" in errors[0], p.stderr

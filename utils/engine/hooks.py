@@ -6,6 +6,7 @@ EpochRecord (utils/engine/loop.py) and publishes its own findings there, never o
 Behaviour follows the official YOLOv5 trainer: fitness = 0.1 mAP50 + 0.9 mAP50-95 (the task's), early stopping,
 last.pt every epoch and best.pt on improvement, stripped final checkpoints.
 """
+import sys
 import time
 
 import numpy as np
@@ -67,7 +68,7 @@ class ProgressHook(HookBase):
     def before_epoch(self):
         names = self.loop.parts.task.loss_names
         LOGGER.info(("\n" + "%11s" * (4 + len(names))) % ("Epoch", "GPU_mem", *names, "Instances", "Size"))
-        self.bar = tqdm(total=self.loop.nb, bar_format="{l_bar}{bar:10}{r_bar}")
+        self.bar = tqdm(total=self.loop.nb, bar_format="{l_bar}{bar:10}{r_bar}", file=sys.stdout)  # with the log
 
     def after_step(self):
         loop = self.loop

@@ -10,6 +10,8 @@ chunks when memory is short: utils/evaluation/batch_memory.py); add_loss(out, ba
 per-image results (detection: NMS); update(batch_i, batch, out, preds): the evaluator's update and the batch plots.
 run_validation wraps the pass for detection and segmentation: plot helpers, figures, Speed line, COCO JSON, losses.
 """
+import sys
+
 import numpy as np
 from tqdm import tqdm
 
@@ -29,7 +31,8 @@ def validation_pass(model, dataloader, steps, desc=None, progress=True):
     (the table header); progress=False: no bar (the classification trainer's epochs). Returns the (pre-process,
     inference, post-process) Profiles."""
     profiles = Profile(device=steps.device), Profile(device=steps.device), Profile(device=steps.device)
-    for batch_i, batch in enumerate(tqdm(dataloader, desc=desc, bar_format=TQDM_BAR_FORMAT, disable=not progress)):
+    bar = tqdm(dataloader, desc=desc, bar_format=TQDM_BAR_FORMAT, disable=not progress, file=sys.stdout)  # the log's
+    for batch_i, batch in enumerate(bar):
         signals.check()  # a safe point: Ctrl-C / SIGTERM stop here, never inside the framework
         with profiles[0]:
             batch = steps.to_device(batch)

@@ -9,6 +9,7 @@ val.py runs it through validation_for(settings, run_validation), which stands in
 The predictions are already in original pixels, so each image is handed to the evaluator as its own input (gain 1,
 no padding) with its labels normalized to it."""
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,7 @@ def run_sliced_validation(sliced, dataset, evaluator, progress=True):
     returns (no losses: the tiles are not the labels' images)."""
     prof = Profile(device=sliced.device), Profile(device=sliced.device)
     files = list(dataset.im_files)
-    it = tqdm(range(len(files)), desc=TABLE_HEADER, bar_format="{l_bar}{bar:10}{r_bar}") if progress \
+    it = tqdm(range(len(files)), desc=TABLE_HEADER, bar_format="{l_bar}{bar:10}{r_bar}", file=sys.stdout) if progress \
         else range(len(files))
     for i in it:
         signals.check()  # a safe point: Ctrl-C / SIGTERM stop here, never inside the framework
