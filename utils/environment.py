@@ -5,14 +5,13 @@ finds a font without fetching one, check_git_status says it does not check onlin
 opens a connection, and only when called. Framework-free."""
 import os
 import platform
-import shutil
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
 from utils.log import LOGGER, colorstr
 from utils.paths import ROOT
+from utils.run_header import git_output
 from utils.settings import CONFIG_DIR as CONFIG_DIR_SETTING
 
 FONT = "Arial.ttf"
@@ -108,24 +107,13 @@ def check_imshow(warn=False):
         return False
 
 
-def _git(path, *args):
-    """A git command's output in path, or '' when git is missing, path is not a checkout, or git fails."""
-    if not shutil.which("git"):
-        return ""
-    try:
-        r = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return r.stdout.strip() if r.returncode == 0 else ""
-
-
 def check_git_info(path=ROOT):
     """{'remote', 'branch', 'commit'} of the checkout at path (from the local repository only), or {}."""
-    commit = _git(path, "rev-parse", "HEAD")
+    commit = git_output(path, "rev-parse", "HEAD")
     if not commit:
         return {}
-    branch = _git(path, "rev-parse", "--abbrev-ref", "HEAD")
-    return {"remote": _git(path, "config", "--get", "remote.origin.url") or None,
+    branch = git_output(path, "rev-parse", "--abbrev-ref", "HEAD")
+    return {"remote": git_output(path, "config", "--get", "remote.origin.url") or None,
             "branch": None if branch in ("", "HEAD") else branch, "commit": commit}
 
 

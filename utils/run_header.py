@@ -49,19 +49,25 @@ def log_args(prefix, args):
     LOGGER.info(colorstr(prefix) + ", ".join(f"{k}={v}" for k, v in args.items()))
 
 
-def git_describe(path=ROOT):
-    """`git describe --tags --long --always` of the checkout at path ('v7.0-5-g3e25f1e', or a bare commit hash when
-    there are no tags), or '' when path is no git checkout, git is missing, or git fails. Never prints: git's own
-    complaints (e.g. 'dubious ownership') are swallowed; describe reads only the local repository (no network)."""
+def git_output(path, *args):
+    """A read-only git command's output in the checkout at path, or '' when path is no git checkout, git is missing,
+    or git fails. Never prints: git's own complaints (e.g. 'dubious ownership') are swallowed; nothing here reaches
+    the network (describe, rev-parse and config read the local repository)."""
     try:
         if not (Path(path) / ".git").exists():  # a folder in a clone, a file in a worktree or submodule
             return ""
         env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}  # a read: take no index lock
-        out = subprocess.run(["git", "-C", str(path), "describe", "--tags", "--long", "--always"], env=env,
-                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=10)
+        out = subprocess.run(["git", "-C", str(path), *args], env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                             text=True, timeout=10)
         return out.stdout.strip() if out.returncode == 0 else ""
     except (OSError, subprocess.SubprocessError, ValueError):  # no git binary, a hung git, an odd path
         return ""
+
+
+def git_describe(path=ROOT):
+    """`git describe --tags --long --always` of the checkout at path ('v7.0-5-g3e25f1e', or a bare commit hash when
+    there are no tags), or '' (git_output)."""
+    return git_output(path, "describe", "--tags", "--long", "--always")
 
 
 def file_date(path=__file__):
